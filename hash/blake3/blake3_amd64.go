@@ -1,0 +1,38 @@
+//go:build amd64 && !purego
+
+package blake3
+
+// Without assembly every kernel is the portable one.
+
+const (
+	implGeneric = iota
+	implMax     = implGeneric
+)
+
+var implNames = [...]string{"generic"}
+
+// simdDegree is how many chunks the widest kernel hashes at once.
+var simdDegree = 1
+
+// setImpl forces an implementation level; without assembly only
+// implGeneric exists. It reports whether the level is available.
+func setImpl(level int) bool { return level == implGeneric }
+
+// bestImpl is the level chosen at init.
+func bestImpl() int { return implGeneric }
+
+func compressFull(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint64, blockLen, flags uint32) {
+	compressFullGeneric(out, cv, block, counter, blockLen, flags)
+}
+
+func compressChain(cv *[8]uint32, p []byte, counter uint64, flags, flagsStart, flagsEnd uint32) {
+	compressChainGeneric(cv, p, counter, flags, flagsStart, flagsEnd)
+}
+
+func hashChunks(input []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) {
+	hashChunksGeneric(input, key, counter, flags, out)
+}
+
+func hashParents(cvs []byte, key *[8]uint32, flags uint32, out []byte) {
+	hashParentsGeneric(cvs, key, flags, out)
+}
