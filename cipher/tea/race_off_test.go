@@ -1,0 +1,5 @@
+//go:build !race
+
+package tea
+
+const raceEnabled = false
