@@ -1,0 +1,25 @@
+// Command _asm generates the amd64 assembly of package tea with avo:
+//
+//	go run . -out ../tea_amd64.s -stubs ../tea_stub_amd64.go -pkg tea
+//
+// Kernels:
+//   - encryptChainAsm / decryptChainAsm: one message, scalar, with the
+//     half-round dependency chain shortened to four operations.
+//   - encryptLanesAVX2 / decryptLanesAVX2: 8 messages in the 32-bit lanes of
+//     YMM registers.
+//   - encryptLanesAVX512 / decryptLanesAVX512: 16 messages in ZMM lanes, with
+//     VPTERNLOGD for the three-way XOR.
+//
+// The function signatures are given explicitly so that the generator never
+// imports package tea.
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+)
+
+func main() {
+	ConstraintExpr("!purego")
+	genScalar()
+	Generate()
+}
