@@ -11,8 +11,12 @@ const (
 
 var implNames = [...]string{"generic"}
 
-// simdDegree is how many chunks the widest kernel hashes at once.
-var simdDegree = 1
+// impl is the level in use and simdDegree the number of chunks the widest
+// kernel hashes at once.
+var (
+	impl       = implGeneric
+	simdDegree = 1
+)
 
 // setImpl forces an implementation level; without assembly only
 // implGeneric exists. It reports whether the level is available.

@@ -1,0 +1,650 @@
+// Command _asm generates blake3_amd64.s and its Go declarations with avo.
+//
+// The generator writes the BLAKE3 round once (round, with the quarter-round
+// steps in gQuad for the word-sliced kernels and halfG for the row kernels)
+// and loops over the seven rounds; the emitted assembly is unrolled.
+//
+// Kernels:
+//   - compressSSE41, chainSSE41: one block (full 64-byte output) and a chain
+//     of blocks (one chunk), the state held as four rows of 4 words.
+//   - compressAVX512, chainAVX512: the same with AVX-512VL rotates (VPRORD)
+//     and the message schedule made by VPERMD.
+//   - hash8AVX2, hash8AVX512: 8 inputs at once (8 chunks, or 8 parent
+//     nodes), one word of the state per ymm register.
+//   - hash16AVX512: 16 inputs at once with zmm registers.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+var msgPerm = [16]int{2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8}
+
+// schedule[r][i] is the original message word used in position i of round r.
+var schedule = func() (s [7][16]int) {
+	for i := range s[0] {
+		s[0][i] = i
+	}
+	for r := 1; r < 7; r++ {
+		for i := range s[r] {
+			s[r][i] = s[r-1][msgPerm[i]]
+		}
+	}
+	return s
+}()
+
+var ivWords = [8]uint32{
+	0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A,
+	0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19,
+}
+
+var (
+	xregs = []reg.VecPhysical{reg.X0, reg.X1, reg.X2, reg.X3, reg.X4, reg.X5, reg.X6, reg.X7,
+		reg.X8, reg.X9, reg.X10, reg.X11, reg.X12, reg.X13, reg.X14, reg.X15,
+		reg.X16, reg.X17, reg.X18, reg.X19, reg.X20, reg.X21, reg.X22, reg.X23,
+		reg.X24, reg.X25, reg.X26, reg.X27, reg.X28, reg.X29, reg.X30, reg.X31}
+	yregs = []reg.VecPhysical{reg.Y0, reg.Y1, reg.Y2, reg.Y3, reg.Y4, reg.Y5, reg.Y6, reg.Y7,
+		reg.Y8, reg.Y9, reg.Y10, reg.Y11, reg.Y12, reg.Y13, reg.Y14, reg.Y15,
+		reg.Y16, reg.Y17, reg.Y18, reg.Y19, reg.Y20, reg.Y21, reg.Y22, reg.Y23,
+		reg.Y24, reg.Y25, reg.Y26, reg.Y27, reg.Y28, reg.Y29, reg.Y30, reg.Y31}
+	zregs = []reg.VecPhysical{reg.Z0, reg.Z1, reg.Z2, reg.Z3, reg.Z4, reg.Z5, reg.Z6, reg.Z7,
+		reg.Z8, reg.Z9, reg.Z10, reg.Z11, reg.Z12, reg.Z13, reg.Z14, reg.Z15,
+		reg.Z16, reg.Z17, reg.Z18, reg.Z19, reg.Z20, reg.Z21, reg.Z22, reg.Z23,
+		reg.Z24, reg.Z25, reg.Z26, reg.Z27, reg.Z28, reg.Z29, reg.Z30, reg.Z31}
+)
+
+// Constant tables.
+var (
+	ivMem, rot16Mem, rot8Mem, blockLenMem, permLMem, permRMem Mem
+)
+
+// The row layout used by the AVX-512 single-block kernel: the round's
+// message words in the order the four G steps of a round consume them
+// (columns: first then second word of each G; diagonals rotated to match
+// the lanes of row b, which stays in place).
+var rowLayout = [16]int{0, 2, 4, 6, 1, 3, 5, 7, 14, 8, 10, 12, 15, 9, 11, 13}
+
+func constants() {
+	ivMem = GLOBL("blake3IV", RODATA|NOPTR)
+	for i, w := range ivWords {
+		DATA(4*i, U32(w))
+	}
+	// PSHUFB masks rotating each 32-bit word right by 16 and by 8.
+	rot16Mem = GLOBL("blake3Rot16", RODATA|NOPTR)
+	for i := 0; i < 32; i++ {
+		base := i &^ 3
+		DATA(i, U8(base+(i+2)%4))
+	}
+	rot8Mem = GLOBL("blake3Rot8", RODATA|NOPTR)
+	for i := 0; i < 32; i++ {
+		base := i &^ 3
+		DATA(i, U8(base+(i+1)%4))
+	}
+	blockLenMem = GLOBL("blake3BlockLen", RODATA|NOPTR)
+	DATA(0, U32(64))
+	// VPERMD indices: permLMem puts a block into rowLayout order; permRMem
+	// turns round r's layout into round r+1's.
+	var inv [16]int
+	for i, j := range rowLayout {
+		inv[j] = i
+	}
+	permLMem = GLOBL("blake3PermL", RODATA|NOPTR)
+	for i, j := range rowLayout {
+		DATA(4*i, U32(uint32(j)))
+	}
+	permRMem = GLOBL("blake3PermR", RODATA|NOPTR)
+	for i, j := range rowLayout {
+		DATA(4*i, U32(uint32(inv[msgPerm[j]])))
+	}
+}
+
+// ---------------------------------------------------------------------
+// Row kernels: the 16-word state as four xmm rows a, b, c, d.
+
+type rowISA struct {
+	add    func(src, dst Op)
+	xor    func(src, dst Op)
+	ror    func(n int, r reg.VecPhysical)
+	pshufd func(imm int, r reg.VecPhysical)
+	// msg returns the two message vectors of step 0 (columns) or 1
+	// (diagonals) of round r, emitting whatever loads they need.
+	msg func(r, step int) (mx, my Op)
+}
+
+var rowA, rowB, rowC, rowD = reg.X0, reg.X1, reg.X2, reg.X3
+
+// halfG is one half of the quarter-round on all four columns (or
+// diagonals) at once.
+func halfG(isa rowISA, m Op, rd, rb int) {
+	isa.add(m, rowA)
+	isa.add(rowB, rowA)
+	isa.xor(rowA, rowD)
+	isa.ror(rd, rowD)
+	isa.add(rowD, rowC)
+	isa.xor(rowC, rowB)
+	isa.ror(rb, rowB)
+}
+
+// rowRounds emits the seven rounds. Row b stays in place across the
+// diagonal step; a, c and d rotate, which keeps the shuffles off the
+// critical path through b.
+func rowRounds(isa rowISA) {
+	for r := 0; r < 7; r++ {
+		Commentf("round %d", r+1)
+		mx, my := isa.msg(r, 0)
+		halfG(isa, mx, 16, 12)
+		halfG(isa, my, 8, 7)
+		isa.pshufd(0x93, rowA)
+		isa.pshufd(0x39, rowC)
+		isa.pshufd(0x4E, rowD)
+		mx, my = isa.msg(r, 1)
+		halfG(isa, mx, 16, 12)
+		halfG(isa, my, 8, 7)
+		isa.pshufd(0x39, rowA)
+		isa.pshufd(0x93, rowC)
+		isa.pshufd(0x4E, rowD)
+	}
+}
+
+// sseISA loads message words with MOVD/PINSRD from the block at ptr.
+func sseISA(ptr reg.Register) rowISA {
+	mask16, mask8, tmp := reg.X7, reg.X8, reg.X6
+	MOVOU(rot16Mem, mask16)
+	MOVOU(rot8Mem, mask8)
+	load := func(words [4]int, x reg.VecPhysical) {
+		MOVD(Mem{Base: ptr, Disp: 4 * words[0]}, x)
+		for i := 1; i < 4; i++ {
+			PINSRD(U8(i), Mem{Base: ptr, Disp: 4 * words[i]}, x)
+		}
+	}
+	return rowISA{
+		add: func(src, dst Op) { PADDL(src, dst) },
+		xor: func(src, dst Op) { PXOR(src, dst) },
+		ror: func(n int, r reg.VecPhysical) {
+			switch n {
+			case 16:
+				PSHUFB(mask16, r)
+			case 8:
+				PSHUFB(mask8, r)
+			default:
+				MOVO(r, tmp)
+				PSRLL(U8(n), tmp)
+				PSLLL(U8(32-n), r)
+				POR(tmp, r)
+			}
+		},
+		pshufd: func(imm int, r reg.VecPhysical) { PSHUFD(U8(imm), r, r) },
+		msg: func(r, step int) (Op, Op) {
+			s := schedule[r]
+			if step == 0 {
+				load([4]int{s[0], s[2], s[4], s[6]}, reg.X4)
+				load([4]int{s[1], s[3], s[5], s[7]}, reg.X5)
+			} else {
+				load([4]int{s[14], s[8], s[10], s[12]}, reg.X4)
+				load([4]int{s[15], s[9], s[11], s[13]}, reg.X5)
+			}
+			return reg.X4, reg.X5
+		},
+	}
+}
+
+// avx512RowISA keeps the round's message in Z16 in rowLayout order and
+// permutes it with one VPERMD per round.
+func avx512RowISA(ptr reg.Register) rowISA {
+	msgZ, permR := reg.Z16, reg.Z31
+	VMOVDQU32(permLMem, reg.Z30)
+	VMOVDQU32(permRMem, permR)
+	VMOVDQU32(Mem{Base: ptr}, msgZ)
+	VPERMD(msgZ, reg.Z30, msgZ)
+	return rowISA{
+		add:    func(src, dst Op) { VPADDD(src, dst, dst) },
+		xor:    func(src, dst Op) { VPXORD(src, dst, dst) },
+		ror:    func(n int, r reg.VecPhysical) { VPRORD(U8(n), r, r) },
+		pshufd: func(imm int, r reg.VecPhysical) { VPSHUFD(U8(imm), r, r) },
+		msg: func(r, step int) (Op, Op) {
+			if step == 0 {
+				if r > 0 {
+					VPERMD(msgZ, permR, msgZ)
+				}
+				VEXTRACTI32X4(U8(1), msgZ, reg.X17)
+				VEXTRACTI32X4(U8(2), msgZ, reg.X18)
+				VEXTRACTI32X4(U8(3), msgZ, reg.X19)
+				return reg.X16, reg.X17
+			}
+			return reg.X18, reg.X19
+		},
+	}
+}
+
+// rowKernels emits compress<suffix> and chain<suffix>.
+func rowKernels(suffix string, newISA func(ptr reg.Register) rowISA, vex bool) {
+	xor := func(src, dst reg.VecPhysical) {
+		if vex {
+			VPXOR(src, dst, dst)
+		} else {
+			PXOR(src, dst)
+		}
+	}
+	movu := func(src, dst Op) {
+		if vex {
+			VMOVDQU(src, dst)
+		} else {
+			MOVOU(src, dst)
+		}
+	}
+	pinsrd := func(i int, src reg.Register, x reg.VecPhysical) {
+		if vex {
+			VPINSRD(U8(i), src, x, x)
+		} else {
+			PINSRD(U8(i), src, x)
+		}
+	}
+	movq := func(src reg.Register, x reg.VecPhysical) {
+		if vex {
+			VMOVQ(src, x)
+		} else {
+			MOVQ(src, x)
+		}
+	}
+
+	TEXT("compress"+suffix, NOSPLIT, "func(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint64, blockLen uint32, flags uint32)")
+	Pragma("noescape")
+	Doc("compress" + suffix + " writes the 64-byte extended output of one block.")
+	{
+		out, cv, block := reg.RDI, reg.RSI, reg.RDX
+		Load(Param("out"), out)
+		Load(Param("cv"), cv)
+		Load(Param("block"), block)
+		Load(Param("counter"), reg.RAX)
+		Load(Param("blockLen"), reg.EBX)
+		Load(Param("flags"), reg.ECX)
+		isa := newISA(block)
+		movu(Mem{Base: cv}, rowA)
+		movu(Mem{Base: cv, Disp: 16}, rowB)
+		movu(ivMem, rowC)
+		movq(reg.RAX, rowD)
+		pinsrd(2, reg.EBX, rowD)
+		pinsrd(3, reg.ECX, rowD)
+		rowRounds(isa)
+		xor(rowC, rowA)
+		xor(rowD, rowB)
+		movu(rowA, Mem{Base: out})
+		movu(rowB, Mem{Base: out, Disp: 16})
+		movu(Mem{Base: cv}, reg.X4)
+		movu(Mem{Base: cv, Disp: 16}, reg.X5)
+		xor(reg.X4, rowC)
+		xor(reg.X5, rowD)
+		movu(rowC, Mem{Base: out, Disp: 32})
+		movu(rowD, Mem{Base: out, Disp: 48})
+		if vex {
+			VZEROUPPER()
+		}
+		RET()
+	}
+
+	TEXT("chain"+suffix, NOSPLIT, "func(cv *[8]uint32, p *byte, n int, counter uint64, flags uint32, flagsStart uint32, flagsEnd uint32)")
+	Pragma("noescape")
+	Doc("chain"+suffix+" compresses n > 0 full blocks at p in sequence into cv,",
+		"adding flagsStart to the first block's flags and flagsEnd to the last's.")
+	{
+		cv, p, n := reg.RSI, reg.RDX, reg.R8
+		Load(Param("cv"), cv)
+		Load(Param("p"), p)
+		Load(Param("n"), n)
+		Load(Param("counter"), reg.RAX)
+		Load(Param("flags"), reg.R9L)
+		Load(Param("flagsStart"), reg.R10L)
+		Load(Param("flagsEnd"), reg.R11L)
+		movu(Mem{Base: cv}, rowA)
+		movu(Mem{Base: cv, Disp: 16}, rowB)
+		MOVL(U32(64), reg.EBX)
+		Label("loop")
+		MOVL(reg.R9L, reg.ECX)
+		ORL(reg.R10L, reg.ECX)
+		XORL(reg.R10L, reg.R10L)
+		CMPQ(n, U8(1))
+		JNE(LabelRef("notlast"))
+		ORL(reg.R11L, reg.ECX)
+		Label("notlast")
+		isa := newISA(p)
+		movu(ivMem, rowC)
+		movq(reg.RAX, rowD)
+		pinsrd(2, reg.EBX, rowD)
+		pinsrd(3, reg.ECX, rowD)
+		rowRounds(isa)
+		xor(rowC, rowA)
+		xor(rowD, rowB)
+		ADDQ(U8(64), p)
+		DECQ(n)
+		JNZ(LabelRef("loop"))
+		movu(rowA, Mem{Base: cv})
+		movu(rowB, Mem{Base: cv, Disp: 16})
+		if vex {
+			VZEROUPPER()
+		}
+		RET()
+	}
+}
+
+// ---------------------------------------------------------------------
+// Word-sliced kernels: state word i of every lane in vector v[i].
+
+type laneISA struct {
+	lanes int
+	vecs  []reg.VecPhysical
+	add   func(src, dst Op)
+	xor   func(src, dst Op)
+	// rorGroup rotates each of rs right by n; spill names a state register
+	// the group may borrow (it is restored).
+	rorGroup func(n int, rs []reg.VecPhysical, spill reg.VecPhysical)
+}
+
+// gQuad runs four independent quarter-rounds, interleaved step by step.
+// idx[i] are the state words (a, b, c, d) of G number i; mx[i], my[i] its
+// message words.
+func gQuad(isa laneISA, v []reg.VecPhysical, idx [4][4]int, mx, my [4]Op) {
+	half := func(m [4]Op, rd, rb int) {
+		for i := range idx {
+			isa.add(m[i], v[idx[i][0]])
+			isa.add(v[idx[i][1]], v[idx[i][0]])
+		}
+		for i := range idx {
+			isa.xor(v[idx[i][0]], v[idx[i][3]])
+		}
+		ds := make([]reg.VecPhysical, 4)
+		bs := make([]reg.VecPhysical, 4)
+		for i := range idx {
+			ds[i], bs[i] = v[idx[i][3]], v[idx[i][1]]
+		}
+		isa.rorGroup(rd, ds, v[idx[0][2]])
+		for i := range idx {
+			isa.add(v[idx[i][3]], v[idx[i][2]])
+		}
+		for i := range idx {
+			isa.xor(v[idx[i][2]], v[idx[i][1]])
+		}
+		isa.rorGroup(rb, bs, v[idx[0][2]])
+	}
+	half(mx, 16, 12)
+	half(my, 8, 7)
+}
+
+var (
+	columns   = [4][4]int{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}
+	diagonals = [4][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}}
+)
+
+// round emits round r; m(j) is message word j as an operand.
+func round(isa laneISA, v []reg.VecPhysical, r int, m func(int) Op) {
+	s := schedule[r]
+	var mx, my [4]Op
+	for i := 0; i < 4; i++ {
+		mx[i], my[i] = m(s[2*i]), m(s[2*i+1])
+	}
+	gQuad(isa, v, columns, mx, my)
+	for i := 0; i < 4; i++ {
+		mx[i], my[i] = m(s[8+2*i]), m(s[8+2*i+1])
+	}
+	gQuad(isa, v, diagonals, mx, my)
+}
+
+// transposeStages12 runs the two unpack stages of a dword transpose on
+// groups of four rows: afterwards 128-bit lane k of out[4g+w] holds word
+// 4k+w of rows 4g..4g+3. tmp must be as long as rows.
+func transposeStages12(rows, tmp, out []reg.VecPhysical) {
+	for p := 0; p < len(rows)/2; p++ {
+		VPUNPCKLDQ(rows[2*p+1], rows[2*p], tmp[2*p])
+		VPUNPCKHDQ(rows[2*p+1], rows[2*p], tmp[2*p+1])
+	}
+	for g := 0; g < len(rows)/4; g++ {
+		t := tmp[4*g:]
+		VPUNPCKLQDQ(t[2], t[0], out[4*g+0])
+		VPUNPCKHQDQ(t[2], t[0], out[4*g+1])
+		VPUNPCKLQDQ(t[3], t[1], out[4*g+2])
+		VPUNPCKHQDQ(t[3], t[1], out[4*g+3])
+	}
+}
+
+// transpose8 transposes 8 rows of 8 dwords (ymm): out[j][i] = rows[i][j].
+// rows and tmp are clobbered; evex selects VSHUFI32X4 over VPERM2I128 so
+// that registers 16-31 can be used.
+func transpose8(rows, tmp, out []reg.VecPhysical, evex bool) {
+	transposeStages12(rows, tmp, rows)
+	for w := 0; w < 4; w++ {
+		if evex {
+			VSHUFI32X4(U8(0), rows[4+w], rows[w], out[w])
+			VSHUFI32X4(U8(3), rows[4+w], rows[w], out[4+w])
+		} else {
+			VPERM2I128(U8(0x20), rows[4+w], rows[w], out[w])
+			VPERM2I128(U8(0x31), rows[4+w], rows[w], out[4+w])
+		}
+	}
+}
+
+// transpose16 transposes 16 rows of 16 dwords (zmm), ping-ponging between
+// rows and tmp; the result is in rows.
+func transpose16(rows, tmp []reg.VecPhysical) {
+	transposeStages12(rows, tmp, rows)
+	for w := 0; w < 4; w++ {
+		u0, u1, u2, u3 := rows[w], rows[4+w], rows[8+w], rows[12+w]
+		x := tmp[4*w:]
+		VSHUFI32X4(U8(0x44), u1, u0, x[0])
+		VSHUFI32X4(U8(0xEE), u1, u0, x[1])
+		VSHUFI32X4(U8(0x44), u3, u2, x[2])
+		VSHUFI32X4(U8(0xEE), u3, u2, x[3])
+	}
+	for w := 0; w < 4; w++ {
+		x := tmp[4*w:]
+		VSHUFI32X4(U8(0x88), x[2], x[0], rows[w])
+		VSHUFI32X4(U8(0xDD), x[2], x[0], rows[4+w])
+		VSHUFI32X4(U8(0x88), x[3], x[1], rows[8+w])
+		VSHUFI32X4(U8(0xDD), x[3], x[1], rows[12+w])
+	}
+}
+
+type manyKind int
+
+const (
+	kindAVX2 manyKind = iota
+	kindAVX512VL8
+	kindAVX512x16
+)
+
+// manyKernel emits a kernel hashing `lanes` inputs of `blocks` full blocks
+// each: inputs[i] points at input i; ctr holds the lanes' counters (low
+// words, then high words); out receives the lanes' chaining values.
+func manyKernel(name string, kind manyKind) {
+	lanes := 8
+	regs := yregs
+	vsize := 32
+	if kind == kindAVX512x16 {
+		lanes, regs, vsize = 16, zregs, 64
+	}
+	TEXT(name, 0, fmt.Sprintf("func(inputs *[%d]*byte, blocks int, key *[8]uint32, ctr *[%d]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[%d]byte)", lanes, 2*lanes, 32*lanes))
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s hashes %d inputs of blocks full blocks each, with per-lane counters,", name, lanes),
+		"writing the chaining values to out.")
+
+	cvMem := AllocLocal(8 * vsize)
+	var msgMem, flagMem, spillMem Mem
+	if kind == kindAVX2 {
+		msgMem = AllocLocal(16 * vsize)
+		spillMem = AllocLocal(vsize)
+		flagMem = AllocLocal(8)
+	}
+	inputs, nblocks, key, ctr, out := reg.RSI, reg.R8, reg.R9, reg.R10, reg.RDI
+	off, b, f := reg.RDX, reg.RBX, reg.ECX
+	Load(Param("inputs"), inputs)
+	Load(Param("blocks"), nblocks)
+	Load(Param("key"), key)
+	Load(Param("ctr"), ctr)
+	Load(Param("flags"), reg.R11L)
+	Load(Param("flagsStart"), reg.R12L)
+	Load(Param("flagsEnd"), reg.R13L)
+	Load(Param("out"), out)
+
+	mov := func(src, dst Op) {
+		if kind == kindAVX2 {
+			VMOVDQU(src, dst)
+		} else {
+			VMOVDQU32(src, dst)
+		}
+	}
+	v := regs[:16]
+	var isa laneISA
+	if kind == kindAVX2 {
+		isa = laneISA{
+			add: func(src, dst Op) { VPADDD(src, dst, dst) },
+			xor: func(src, dst Op) { VPXOR(src, dst, dst) },
+			rorGroup: func(n int, rs []reg.VecPhysical, spill reg.VecPhysical) {
+				switch n {
+				case 16:
+					for _, r := range rs {
+						VPSHUFB(rot16Mem, r, r)
+					}
+				case 8:
+					for _, r := range rs {
+						VPSHUFB(rot8Mem, r, r)
+					}
+				default:
+					VMOVDQU(spill, spillMem)
+					for _, r := range rs {
+						VPSRLD(U8(n), r, spill)
+						VPSLLD(U8(32-n), r, r)
+						VPOR(spill, r, r)
+					}
+					VMOVDQU(spillMem, spill)
+				}
+			},
+		}
+	} else {
+		isa = laneISA{
+			add: func(src, dst Op) { VPADDD(src, dst, dst) },
+			xor: func(src, dst Op) { VPXORD(src, dst, dst) },
+			rorGroup: func(n int, rs []reg.VecPhysical, _ reg.VecPhysical) {
+				for _, r := range rs {
+					VPRORD(U8(n), r, r)
+				}
+			},
+		}
+	}
+
+	Comment("The chaining values start as the key.")
+	for w := 0; w < 8; w++ {
+		VPBROADCASTD(Mem{Base: key, Disp: 4 * w}, v[w])
+		mov(v[w], cvMem.Offset(w*vsize))
+	}
+	XORQ(off, off)
+	XORQ(b, b)
+
+	Label("loop")
+	Comment("Flags for this block.")
+	MOVL(reg.R11L, f)
+	TESTQ(b, b)
+	JNZ(LabelRef("notfirst"))
+	ORL(reg.R12L, f)
+	Label("notfirst")
+	LEAQ(Mem{Base: b, Disp: 1}, reg.RAX)
+	CMPQ(reg.RAX, nblocks)
+	JNE(LabelRef("notlast"))
+	ORL(reg.R13L, f)
+	Label("notlast")
+
+	Comment("Load the block of every lane and transpose it into message words.")
+	var msg func(j int) Op
+	switch kind {
+	case kindAVX512x16:
+		rows := zregs[16:32]
+		for i := 0; i < 16; i++ {
+			MOVQ(Mem{Base: inputs, Disp: 8 * i}, reg.RAX)
+			VMOVDQU32(Mem{Base: reg.RAX, Index: off, Scale: 1}, rows[i])
+		}
+		transpose16(rows, zregs[0:16])
+		msg = func(j int) Op { return rows[j] }
+	default:
+		for h := 0; h < 2; h++ {
+			rows := yregs[0:8]
+			for i := 0; i < 8; i++ {
+				MOVQ(Mem{Base: inputs, Disp: 8 * i}, reg.RAX)
+				VMOVDQU(Mem{Base: reg.RAX, Index: off, Scale: 1, Disp: 32 * h}, rows[i])
+			}
+			if kind == kindAVX2 {
+				transpose8(rows, yregs[8:16], yregs[8:16], false)
+				for j := 0; j < 8; j++ {
+					VMOVDQU(yregs[8+j], msgMem.Offset((8*h+j)*vsize))
+				}
+			} else {
+				transpose8(rows, yregs[8:16], yregs[16+8*h:24+8*h], true)
+			}
+		}
+		if kind == kindAVX2 {
+			msg = func(j int) Op { return msgMem.Offset(j * vsize) }
+		} else {
+			msg = func(j int) Op { return yregs[16+j] }
+		}
+	}
+
+	Comment("Initialise the state.")
+	for w := 0; w < 8; w++ {
+		mov(cvMem.Offset(w*vsize), v[w])
+	}
+	for i := 0; i < 4; i++ {
+		VPBROADCASTD(ivMem.Offset(4*i), v[8+i])
+	}
+	mov(Mem{Base: ctr}, v[12])
+	mov(Mem{Base: ctr, Disp: 4 * lanes}, v[13])
+	VPBROADCASTD(blockLenMem, v[14])
+	if kind == kindAVX2 {
+		MOVL(f, flagMem)
+		VPBROADCASTD(flagMem, v[15])
+	} else {
+		VPBROADCASTD(f, v[15])
+	}
+
+	for r := 0; r < 7; r++ {
+		Commentf("round %d", r+1)
+		round(isa, v, r, msg)
+	}
+	for w := 0; w < 8; w++ {
+		isa.xor(v[8+w], v[w])
+		mov(v[w], cvMem.Offset(w*vsize))
+	}
+	ADDQ(U8(64), off)
+	INCQ(b)
+	CMPQ(b, nblocks)
+	JB(LabelRef("loop"))
+
+	Comment("Transpose the chaining values into one row per lane.")
+	if kind == kindAVX512x16 {
+		rows := zregs[16:32]
+		for w := 0; w < 8; w++ {
+			VMOVDQA32(v[w], rows[w])
+		}
+		transpose16(rows, zregs[0:16])
+		for i := 0; i < 16; i++ {
+			VMOVDQU32(yregs[16+i], Mem{Base: out, Disp: 32 * i})
+		}
+	} else {
+		transpose8(yregs[0:8], yregs[8:16], yregs[8:16], false)
+		for i := 0; i < 8; i++ {
+			VMOVDQU(yregs[8+i], Mem{Base: out, Disp: 32 * i})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+func main() {
+	ConstraintExpr("!purego")
+	constants()
+	rowKernels("SSE41", sseISA, false)
+	rowKernels("AVX512", avx512RowISA, true)
+	manyKernel("hash8AVX2", kindAVX2)
+	manyKernel("hash8AVX512", kindAVX512VL8)
+	manyKernel("hash16AVX512", kindAVX512x16)
+	Generate()
+}
