@@ -39,7 +39,6 @@
 package tea
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -135,7 +134,7 @@ func layout(out, plaintext []byte, r *[FillSize]byte, keepTrailer bool) {
 func (c *Cipher) Encrypt(dst, plaintext []byte) []byte {
 	var r [FillSize]byte
 	fill := fillLen(len(plaintext))
-	rand.Read(r[1:fill]) // never fails (Go 1.24+)
+	readRandom(r[1:fill])
 	ret, out := sliceForAppend(dst, CiphertextLen(len(plaintext)))
 	layout(out, plaintext, &r, false)
 	encryptChain(&c.k, out)

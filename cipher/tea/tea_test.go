@@ -385,3 +385,24 @@ func ExampleCipher_EncryptWithFill() {
 	// c0a216328836ea1a3fb8fbe418d1e15f
 	// "" <nil>
 }
+
+func TestReadRandom(t *testing.T) {
+	// Many small reads crossing refills: no two consecutive 9-byte reads are
+	// equal and the bytes are not all zero.
+	var prev [9]byte
+	zero := 0
+	for range 1000 {
+		var r [9]byte
+		readRandom(r[:])
+		if r == prev {
+			t.Fatal("readRandom repeated itself")
+		}
+		if r == [9]byte{} {
+			zero++
+		}
+		prev = r
+	}
+	if zero > 0 {
+		t.Fatalf("%d all-zero reads", zero)
+	}
+}
