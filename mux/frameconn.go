@@ -1,0 +1,483 @@
+package mux
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"net"
+	"sync"
+)
+
+// yamux wire constants (hashicorp/yamux spec.md).
+const (
+	protoVersion     = 0
+	typeData         = 0
+	typeWindowUpdate = 1
+
+	flagSYN = 1
+	flagACK = 2
+	flagFIN = 4
+	flagRST = 8
+
+	// maxPendingRST bounds the reset frames waiting for a frame boundary.
+	maxPendingRST = 4096
+)
+
+// frameConn is the connection handed to yamux. It understands yamux's framing
+// in both directions:
+//
+//   - Writes: the header of a data frame is held until its body is complete,
+//     then header and body go out in one Write to the underlying conn.
+//     Header-only frames are written at once. Frames larger than maxHold are
+//     passed through (header, then body as it comes). Reset frames queued by
+//     the session are written only between frames.
+//   - Reads: each inbound header is inspected in place before yamux sees it; a
+//     stream opening (SYN) beyond the limits has its SYN flag cleared, so that
+//     yamux ignores the stream, and a reset is queued to the peer.
+//   - Both: stream openings, closes and resets update the tracker.
+//
+// yamux calls Write from its single send goroutine and Read from its single
+// receive goroutine.
+type frameConn struct {
+	net.Conn
+	tr      *tracker
+	maxHold int
+
+	// Write side; wmu is held while writing to the wire.
+	wmu   sync.Mutex
+	whdr  [FrameHeaderSize]byte
+	whdrN int     // bytes of a header accumulated in whdr
+	hold  *[]byte // held header and partial body (coalescing), or nil
+	wleft int     // body bytes of the current frame still to come
+	wpass bool    // the current frame's header is already on the wire
+	werr  error   // sticky write error
+
+	// Reset frames to send, guarded by pmu (never held while writing).
+	pmu      sync.Mutex
+	pending  []byte
+	flushing bool
+	closed   bool
+	wg       sync.WaitGroup
+
+	// Read side.
+	rcarry  [FrameHeaderSize]byte // a header split across reads
+	rcarryN int
+	rout    []byte // bytes ready for the caller (a header read aside)
+	rleft   int    // body bytes of the current inbound frame
+}
+
+func newFrameConn(conn net.Conn, tr *tracker, maxHold int) *frameConn {
+	return &frameConn{Conn: conn, tr: tr, maxHold: maxHold}
+}
+
+// bodyLen returns the number of body bytes following header h.
+func bodyLen(h []byte) int {
+	if h[1] != typeData {
+		return 0
+	}
+	return int(binary.BigEndian.Uint32(h[8:12]))
+}
+
+func appendRST(dst []byte, id uint32) []byte {
+	dst = append(dst, protoVersion, typeWindowUpdate)
+	dst = binary.BigEndian.AppendUint16(dst, flagRST)
+	dst = binary.BigEndian.AppendUint32(dst, id)
+	return binary.BigEndian.AppendUint32(dst, 0)
+}
+
+// Write implements io.Writer for yamux's send loop.
+func (c *frameConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	total := len(p)
+	for len(p) > 0 {
+		if c.wleft > 0 { // inside a body
+			k := min(c.wleft, len(p))
+			if c.wpass {
+				if err := c.writeLocked(p[:k]); err != nil {
+					return 0, err
+				}
+			} else {
+				*c.hold = append(*c.hold, p[:k]...)
+			}
+			c.wleft -= k
+			p = p[k:]
+			if c.wleft == 0 {
+				if err := c.endFrameLocked(); err != nil {
+					return 0, err
+				}
+			}
+			continue
+		}
+		if c.whdrN == 0 {
+			if err := c.flushPendingLocked(); err != nil {
+				return 0, err
+			}
+			// A whole frame at the start of p goes out as it is.
+			if len(p) >= FrameHeaderSize {
+				if n := FrameHeaderSize + bodyLen(p); len(p) >= n {
+					c.tr.frame(p[:FrameHeaderSize], true)
+					if err := c.writeLocked(p[:n]); err != nil {
+						return 0, err
+					}
+					p = p[n:]
+					continue
+				}
+			}
+		}
+		k := copy(c.whdr[c.whdrN:], p)
+		c.whdrN += k
+		p = p[k:]
+		if c.whdrN < FrameHeaderSize {
+			break // the rest of the header comes with the next Write
+		}
+		c.whdrN = 0
+		h := c.whdr[:]
+		c.tr.frame(h, true)
+		switch body := bodyLen(h); {
+		case body == 0:
+			if err := c.writeLocked(h); err != nil {
+				return 0, err
+			}
+		case FrameHeaderSize+body <= c.maxHold:
+			c.hold = getBuf(FrameHeaderSize + body)
+			*c.hold = append((*c.hold)[:0], h...)
+			c.wleft, c.wpass = body, false
+		default:
+			if err := c.writeLocked(h); err != nil {
+				return 0, err
+			}
+			c.wleft, c.wpass = body, true
+		}
+	}
+	return total, nil
+}
+
+// endFrameLocked completes the current frame and sends queued resets.
+func (c *frameConn) endFrameLocked() error {
+	if !c.wpass {
+		err := c.writeLocked(*c.hold)
+		putBuf(c.hold)
+		c.hold = nil
+		if err != nil {
+			return err
+		}
+	}
+	c.wpass = false
+	return c.flushPendingLocked()
+}
+
+// midFrameLocked reports whether yamux is in the middle of a frame (part of
+// it held or on the wire), so that nothing may be written in between.
+func (c *frameConn) midFrameLocked() bool {
+	return c.wleft > 0 || c.whdrN > 0
+}
+
+func (c *frameConn) writeLocked(b []byte) error {
+	if _, err := c.Conn.Write(b); err != nil {
+		c.werr = err
+		return err
+	}
+	return nil
+}
+
+func (c *frameConn) flushPendingLocked() error {
+	c.pmu.Lock()
+	out := c.pending
+	c.pending = nil
+	c.pmu.Unlock()
+	if len(out) == 0 {
+		return nil
+	}
+	for i := 0; i+FrameHeaderSize <= len(out); i += FrameHeaderSize {
+		c.tr.frame(out[i:i+FrameHeaderSize], true)
+	}
+	return c.writeLocked(out)
+}
+
+// queueRST queues a reset of stream id, written at the next frame boundary
+// by yamux's next Write or by a short-lived flusher goroutine. It never
+// blocks on the network.
+func (c *frameConn) queueRST(id uint32) {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if c.closed || len(c.pending) >= maxPendingRST*FrameHeaderSize {
+		return
+	}
+	c.pending = appendRST(c.pending, id)
+	if !c.flushing {
+		c.flushing = true
+		c.wg.Add(1)
+		go c.flusher()
+	}
+}
+
+func (c *frameConn) flusher() {
+	defer c.wg.Done()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.pmu.Lock()
+	c.flushing = false
+	c.pmu.Unlock()
+	if c.werr == nil && !c.midFrameLocked() {
+		_ = c.flushPendingLocked() // a failure is sticky and ends the session
+	}
+}
+
+// Close closes the underlying connection first, so that a blocked write
+// returns, then stops the flusher.
+func (c *frameConn) Close() error {
+	err := c.Conn.Close()
+	c.pmu.Lock()
+	c.closed = true
+	c.pending = nil
+	c.pmu.Unlock()
+	return err
+}
+
+// wait waits for the flusher goroutine after Close.
+func (c *frameConn) wait() { c.wg.Wait() }
+
+// Read implements io.Reader for yamux's receive loop.
+func (c *frameConn) Read(p []byte) (int, error) {
+	if len(c.rout) > 0 {
+		n := copy(p, c.rout)
+		c.rout = c.rout[n:]
+		return n, nil
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		if len(p) <= FrameHeaderSize && c.rleft == 0 {
+			// A small buffer at a frame start: assemble the header aside.
+			for c.rcarryN < FrameHeaderSize {
+				n, err := c.Conn.Read(c.rcarry[c.rcarryN:])
+				c.rcarryN += n
+				if err != nil && c.rcarryN < FrameHeaderSize {
+					return 0, err
+				}
+			}
+			c.rcarryN = 0
+			c.inspect(c.rcarry[:])
+			n := copy(p, c.rcarry[:])
+			c.rout = c.rcarry[n:]
+			return n, nil
+		}
+		k := copy(p, c.rcarry[:c.rcarryN])
+		c.rcarryN = 0
+		n, err := c.Conn.Read(p[k:])
+		end := c.scan(p[:n+k])
+		if end > 0 || err != nil {
+			return end, err
+		}
+	}
+}
+
+// scan walks the frames in b, inspecting each complete header. A header cut
+// at the end of b is moved aside; scan returns how many bytes may be
+// delivered.
+func (c *frameConn) scan(b []byte) int {
+	i := 0
+	for i < len(b) {
+		if c.rleft > 0 {
+			s := min(c.rleft, len(b)-i)
+			i += s
+			c.rleft -= s
+			continue
+		}
+		if len(b)-i < FrameHeaderSize {
+			c.rcarryN = copy(c.rcarry[:], b[i:])
+			return i
+		}
+		c.inspect(b[i : i+FrameHeaderSize])
+		i += FrameHeaderSize
+	}
+	return len(b)
+}
+
+// inspect handles one inbound header, possibly clearing its SYN flag.
+func (c *frameConn) inspect(h []byte) {
+	c.rleft = bodyLen(h)
+	if h[0] != protoVersion || h[1] > typeWindowUpdate {
+		return
+	}
+	flags := binary.BigEndian.Uint16(h[2:4])
+	if flags&flagSYN != 0 {
+		id := binary.BigEndian.Uint32(h[4:8])
+		if !c.tr.admitInbound(id) {
+			binary.BigEndian.PutUint16(h[2:4], flags&^flagSYN)
+			c.queueRST(id)
+			return
+		}
+	}
+	if flags&(flagFIN|flagRST) != 0 {
+		c.tr.frame(h, false)
+	}
+}
+
+// Pools of coalescing buffers by power-of-two size class, so that an idle
+// session holds none.
+const (
+	minBufClass = 12 // 4 KiB
+	maxBufClass = 25 // 32 MiB
+)
+
+var bufPools [maxBufClass - minBufClass + 1]sync.Pool
+
+func bufClass(n int) int {
+	return max(bits.Len(uint(n-1)), minBufClass)
+}
+
+func getBuf(n int) *[]byte {
+	c := bufClass(n)
+	if c > maxBufClass {
+		b := make([]byte, 0, n)
+		return &b
+	}
+	if p, ok := bufPools[c-minBufClass].Get().(*[]byte); ok {
+		return p
+	}
+	b := make([]byte, 0, 1<<c)
+	return &b
+}
+
+func putBuf(p *[]byte) {
+	c := bufClass(cap(*p))
+	if c > maxBufClass || cap(*p) != 1<<c {
+		return
+	}
+	*p = (*p)[:0]
+	bufPools[c-minBufClass].Put(p)
+}
+
+// Stream states in the tracker.
+const (
+	stInbound = 1 << iota
+	stUnaccepted
+	stFinSent
+	stFinRecv
+)
+
+// tracker counts the streams alive in a session from the frames on the wire:
+// a stream lives from its SYN until FIN went both ways or a RST went either
+// way, which is exactly when yamux forgets it.
+type tracker struct {
+	mu          sync.Mutex
+	maxStreams  int
+	backlog     int
+	live        map[uint32]uint8
+	unaccepted  int
+	reservedOut int
+}
+
+func newTracker(maxStreams, backlog int) *tracker {
+	return &tracker{maxStreams: maxStreams, backlog: backlog, live: make(map[uint32]uint8)}
+}
+
+// reserve takes a slot for an outbound open, or reports the limit.
+func (t *tracker) reserve() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.live)+t.reservedOut >= t.maxStreams {
+		return false
+	}
+	t.reservedOut++
+	return true
+}
+
+// unreserve releases a reservation once the open is done (the stream's SYN,
+// if it was sent, has been counted by frame).
+func (t *tracker) unreserve() {
+	t.mu.Lock()
+	t.reservedOut--
+	t.mu.Unlock()
+}
+
+// admitInbound decides whether an inbound SYN for id may create a stream.
+func (t *tracker) admitInbound(id uint32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.live[id]; ok {
+		return true // a duplicate: yamux closes the session
+	}
+	if len(t.live)+t.reservedOut >= t.maxStreams || t.unaccepted >= t.backlog {
+		return false
+	}
+	t.live[id] = stInbound | stUnaccepted
+	t.unaccepted++
+	return true
+}
+
+// frame updates the state of a stream from a header sent (outbound) or
+// received (inbound SYNs are handled by admitInbound).
+func (t *tracker) frame(h []byte, outbound bool) {
+	if h[0] != protoVersion || h[1] > typeWindowUpdate {
+		return
+	}
+	flags := binary.BigEndian.Uint16(h[2:4])
+	if flags&(flagSYN|flagFIN|flagRST) == 0 || (!outbound && flags&(flagFIN|flagRST) == 0) {
+		return
+	}
+	id := binary.BigEndian.Uint32(h[4:8])
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, ok := t.live[id]
+	if outbound && flags&flagSYN != 0 && !ok {
+		st, ok = 0, true
+		t.live[id] = st
+	}
+	if !ok {
+		return
+	}
+	if flags&flagRST != 0 {
+		t.removeLocked(id, st)
+		return
+	}
+	if flags&flagFIN != 0 {
+		if outbound {
+			st |= stFinSent
+		} else {
+			st |= stFinRecv
+		}
+		if st&(stFinSent|stFinRecv) == stFinSent|stFinRecv {
+			t.removeLocked(id, st)
+			return
+		}
+		t.live[id] = st
+	}
+}
+
+// accepted records that an inbound stream left the accept queue.
+func (t *tracker) accepted(id uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st, ok := t.live[id]; ok && st&stUnaccepted != 0 {
+		t.live[id] = st &^ stUnaccepted
+		t.unaccepted--
+	}
+}
+
+// remove forgets a stream (after a local reset).
+func (t *tracker) remove(id uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st, ok := t.live[id]; ok {
+		t.removeLocked(id, st)
+	}
+}
+
+func (t *tracker) removeLocked(id uint32, st uint8) {
+	if st&stUnaccepted != 0 {
+		t.unaccepted--
+	}
+	delete(t.live, id)
+}
+
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.live)
+}

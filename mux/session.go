@@ -1,0 +1,174 @@
+package mux
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Session is a multiplexed connection: one side is the Client, the other the
+// Server (they differ only in the stream IDs they use). All methods are safe
+// for concurrent use.
+type Session struct {
+	ys   *yamux.Session
+	fc   *frameConn
+	tr   *tracker
+	conn net.Conn
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup // Ping goroutines
+}
+
+// Client starts the client side of a session over conn. A nil cfg means
+// DefaultConfig(). The session owns conn from now on and closes it on Close.
+func Client(conn net.Conn, cfg *Config) (*Session, error) {
+	return newSession(conn, cfg, true)
+}
+
+// Server starts the server side of a session over conn. A nil cfg means
+// DefaultConfig(). The session owns conn from now on and closes it on Close.
+func Server(conn net.Conn, cfg *Config) (*Session, error) {
+	return newSession(conn, cfg, false)
+}
+
+func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
+	c, err := cfg.populate()
+	if err != nil {
+		return nil, err
+	}
+	tr := newTracker(c.MaxStreams, c.AcceptBacklog)
+	fc := newFrameConn(conn, tr, int(c.MaxStreamWindow)+FrameHeaderSize)
+	var ys *yamux.Session
+	if client {
+		ys, err = yamux.Client(fc, c.yamuxConfig())
+	} else {
+		ys, err = yamux.Server(fc, c.yamuxConfig())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return &Session{ys: ys, fc: fc, tr: tr, conn: conn}, nil
+}
+
+// OpenStream opens a new stream. It returns ErrTooManyStreams if the session
+// already has Config.MaxStreams streams, ErrSessionClosed once the session is
+// closed, ErrRemoteGoAway after the peer's GoAway, and ctx.Err() if ctx is
+// done before the stream is opened.
+//
+// OpenStream does not wait for the peer: the stream can be written at once,
+// and data sent before the peer accepts it travels with its opening. If the
+// peer refuses the stream (its limits), reads and writes on it fail with
+// ErrStreamReset. A peer that never acknowledges the stream within
+// Config.StreamOpenTimeout is considered dead and the session is closed.
+func (s *Session) OpenStream(ctx context.Context) (*Stream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.ys.IsClosed() {
+		return nil, ErrSessionClosed
+	}
+	if !s.tr.reserve() {
+		return nil, ErrTooManyStreams
+	}
+	ys, err := s.ys.OpenStream()
+	s.tr.unreserve()
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return newStream(s, ys), nil
+}
+
+// AcceptStream waits for the next stream opened by the peer. It returns
+// ctx.Err() when ctx is done and ErrSessionClosed (possibly wrapping the
+// cause, such as io.EOF when the peer closed the connection) once the session
+// is closed.
+func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
+	ys, err := s.ys.AcceptStreamWithContext(ctx)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		if s.ys.IsClosed() {
+			if err == yamux.ErrSessionShutdown {
+				return nil, ErrSessionClosed
+			}
+			return nil, fmt.Errorf("%w: %w", ErrSessionClosed, mapErr(err))
+		}
+		return nil, mapErr(err)
+	}
+	s.tr.accepted(ys.StreamID())
+	return newStream(s, ys), nil
+}
+
+// Close closes the session and its connection. Streams fail with
+// ErrSessionClosed (reads return io.EOF once buffered data is consumed, as
+// yamux does). Close waits for the session's goroutines and is idempotent.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	err := s.ys.Close()
+	s.wg.Wait()
+	s.fc.wait()
+	return mapErr(err)
+}
+
+// CloseChan returns a channel closed when the session closes, for whatever
+// reason (Close, the peer closing, a connection error, a keepalive timeout).
+func (s *Session) CloseChan() <-chan struct{} { return s.ys.CloseChan() }
+
+// IsClosed reports whether the session is closed.
+func (s *Session) IsClosed() bool { return s.ys.IsClosed() }
+
+// NumStreams returns the number of streams alive in the session, inbound
+// (including those not yet accepted) and outbound: the number counted against
+// Config.MaxStreams.
+func (s *Session) NumStreams() int { return s.tr.count() }
+
+// LocalAddr returns the local address of the underlying connection.
+func (s *Session) LocalAddr() net.Addr { return s.conn.LocalAddr() }
+
+// RemoteAddr returns the remote address of the underlying connection.
+func (s *Session) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
+
+// Ping sends a ping and returns the round-trip time. It fails with ErrTimeout
+// if no answer comes within Config.ConnectionWriteTimeout and returns
+// ctx.Err() if ctx is done first.
+func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return 0, ErrSessionClosed
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	type result struct {
+		rtt time.Duration
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer s.wg.Done()
+		rtt, err := s.ys.Ping()
+		ch <- result{rtt, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.rtt, mapErr(r.err)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// GoAway tells the peer that this side accepts no more streams; the peer's
+// OpenStream then fails with ErrRemoteGoAway and streams it opens anyway are
+// reset. Existing streams continue. It does not close the session.
+func (s *Session) GoAway() error { return mapErr(s.ys.GoAway()) }

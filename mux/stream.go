@@ -1,0 +1,147 @@
+package mux
+
+import (
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Stream is one bidirectional stream of a Session. It is a net.Conn, with
+// deadlines. Read and Write may be called concurrently with each other, but
+// not each with itself.
+//
+// Closing: CloseWrite sends end-of-stream to the peer (its reads return io.EOF
+// once they have consumed the data) and keeps the read side open. Close does
+// the same and also closes the read side locally. The stream is freed once
+// both sides have closed their write sides, or after
+// Config.StreamCloseTimeout. Reset aborts the stream in both directions at
+// once.
+type Stream struct {
+	ys    *yamux.Stream
+	s     *Session
+	state atomic.Uint32
+}
+
+const (
+	stateClosed = 1 << iota
+	stateReset
+)
+
+var _ net.Conn = (*Stream)(nil)
+
+func newStream(s *Session, ys *yamux.Stream) *Stream {
+	return &Stream{ys: ys, s: s}
+}
+
+// aLongTimeAgo is a deadline in the past, used to wake blocked calls.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// StreamID returns the yamux stream ID (odd for streams opened by the client
+// side, even for the server side).
+func (st *Stream) StreamID() uint32 { return st.ys.StreamID() }
+
+// Read reads data. It returns io.EOF after the peer closed its write side and
+// all data was read, ErrStreamReset after a reset, ErrStreamClosed after
+// Close, and ErrTimeout when the read deadline passes.
+func (st *Stream) Read(p []byte) (int, error) {
+	if err := st.localErr(); err != nil {
+		return 0, err
+	}
+	n, err := st.ys.Read(p)
+	if err != nil && err != io.EOF {
+		err = st.mapErr(err)
+	}
+	return n, err
+}
+
+// Write writes data, blocking while the peer's window is full. It returns
+// ErrStreamClosed after CloseWrite or Close, ErrStreamReset after a reset,
+// ErrSessionClosed when the session is gone, and ErrTimeout when the write
+// deadline passes (some of p may have been written).
+func (st *Stream) Write(p []byte) (int, error) {
+	if err := st.localErr(); err != nil {
+		return 0, err
+	}
+	n, err := st.ys.Write(p)
+	if err != nil {
+		err = st.mapErr(err)
+	}
+	return n, err
+}
+
+func (st *Stream) localErr() error {
+	switch s := st.state.Load(); {
+	case s&stateReset != 0:
+		return ErrStreamReset
+	case s&stateClosed != 0:
+		return ErrStreamClosed
+	}
+	return nil
+}
+
+func (st *Stream) mapErr(err error) error {
+	if lerr := st.localErr(); lerr != nil {
+		return lerr
+	}
+	if err == yamux.ErrStreamClosed && st.s.ys.IsClosed() {
+		return ErrSessionClosed
+	}
+	return mapErr(err)
+}
+
+// CloseWrite half-closes the stream: the peer reads io.EOF after the data
+// already written; this side can still read.
+func (st *Stream) CloseWrite() error {
+	return mapErr(st.ys.Close())
+}
+
+// Close closes both directions locally: it sends end-of-stream like
+// CloseWrite, and blocked and later Reads and Writes fail with
+// ErrStreamClosed. Data the peer still sends is discarded.
+func (st *Stream) Close() error {
+	if st.state.Or(stateClosed)&(stateClosed|stateReset) != 0 {
+		return nil
+	}
+	err := st.ys.Close()
+	_ = st.ys.SetDeadline(aLongTimeAgo) // wake blocked calls
+	return mapErr(err)
+}
+
+// Reset aborts the stream: the peer's reads and writes fail with
+// ErrStreamReset, and so do this side's. The stream stops counting against
+// MaxStreams at once.
+func (st *Stream) Reset() error {
+	if st.state.Or(stateReset)&stateReset != 0 {
+		return nil
+	}
+	id := st.ys.StreamID()
+	st.s.fc.queueRST(id)
+	st.s.tr.remove(id)
+	_ = st.ys.SetDeadline(aLongTimeAgo) // wake blocked calls
+	// Close the yamux stream so that yamux frees it (when the peer's close
+	// crosses ours, or after StreamCloseTimeout); its end-of-stream frame
+	// follows the reset on the wire and the peer ignores it.
+	_ = st.ys.Close()
+	return nil
+}
+
+// SetDeadline sets the read and write deadlines.
+func (st *Stream) SetDeadline(t time.Time) error { return st.ys.SetDeadline(t) }
+
+// SetReadDeadline sets the deadline for blocked and future Reads.
+func (st *Stream) SetReadDeadline(t time.Time) error { return st.ys.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the deadline for blocked and future Writes.
+func (st *Stream) SetWriteDeadline(t time.Time) error { return st.ys.SetWriteDeadline(t) }
+
+// LocalAddr returns the local address of the session's connection.
+func (st *Stream) LocalAddr() net.Addr { return st.s.LocalAddr() }
+
+// RemoteAddr returns the remote address of the session's connection.
+func (st *Stream) RemoteAddr() net.Addr { return st.s.RemoteAddr() }
+
+// Session returns the session the stream belongs to.
+func (st *Stream) Session() *Session { return st.s }
