@@ -30,17 +30,45 @@ const (
 
 // Sum256 returns the 32-byte BLAKE3 hash of data.
 func Sum256(data []byte) [32]byte {
-	o := hashAll(data, &iv, 0)
 	var full [64]byte
-	compressFull(&full, &o.cv, &o.block, 0, o.blockLen, o.flags|flagRoot)
+	if len(data) <= chunkLen {
+		sumChunk(&full, data, &iv, 0)
+	} else {
+		o := hashAll(data, &iv, 0)
+		compressFull(&full, &o.cv, &o.block, 0, o.blockLen, o.flags|flagRoot)
+	}
 	return [32]byte(full[:32])
+}
+
+// sumChunk writes the first 64 bytes of the root output of an input of at
+// most one chunk, compressing straight from data where it can.
+func sumChunk(full *[64]byte, data []byte, key *[8]uint32, flags uint32) {
+	cv := *key
+	flags |= flagChunkStart | flagChunkEnd | flagRoot
+	if len(data) > BlockSize {
+		n := (len(data) - 1) / BlockSize
+		compressChain(&cv, data[:n*BlockSize], 0, flags&^(flagChunkEnd|flagRoot|flagChunkStart), flags&flagChunkStart, 0)
+		data = data[n*BlockSize:]
+		flags &^= flagChunkStart
+	}
+	if len(data) == BlockSize {
+		compressFull(full, &cv, (*[64]byte)(data), 0, BlockSize, flags)
+		return
+	}
+	var block [64]byte
+	copy(block[:], data)
+	compressFull(full, &cv, &block, 0, uint32(len(data)), flags)
 }
 
 // Sum512 returns the first 64 bytes of the BLAKE3 extended output for data.
 func Sum512(data []byte) [64]byte {
-	o := hashAll(data, &iv, 0)
 	var full [64]byte
-	compressFull(&full, &o.cv, &o.block, 0, o.blockLen, o.flags|flagRoot)
+	if len(data) <= chunkLen {
+		sumChunk(&full, data, &iv, 0)
+	} else {
+		o := hashAll(data, &iv, 0)
+		compressFull(&full, &o.cv, &o.block, 0, o.blockLen, o.flags|flagRoot)
+	}
 	return full
 }
 

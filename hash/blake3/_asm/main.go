@@ -108,7 +108,8 @@ func constants() {
 type rowISA struct {
 	add    func(src, dst Op)
 	xor    func(src, dst Op)
-	ror    func(n int, r reg.VecPhysical)
+	// xorRor sets dst = (dst ^ src) >>> n.
+	xorRor func(dst, src reg.VecPhysical, n int)
 	pshufd func(imm int, r reg.VecPhysical)
 	// msg returns the two message vectors of step 0 (columns) or 1
 	// (diagonals) of round r, emitting whatever loads they need.
@@ -122,11 +123,9 @@ var rowA, rowB, rowC, rowD = reg.X0, reg.X1, reg.X2, reg.X3
 func halfG(isa rowISA, m Op, rd, rb int) {
 	isa.add(m, rowA)
 	isa.add(rowB, rowA)
-	isa.xor(rowA, rowD)
-	isa.ror(rd, rowD)
+	isa.xorRor(rowD, rowA, rd)
 	isa.add(rowD, rowC)
-	isa.xor(rowC, rowB)
-	isa.ror(rb, rowB)
+	isa.xorRor(rowB, rowC, rb)
 }
 
 // rowRounds emits the seven rounds. Row b stays in place across the
@@ -156,7 +155,7 @@ func sseISA(ptr reg.Register) rowISA {
 	MOVOU(rot16Mem, mask16)
 	MOVOU(rot8Mem, mask8)
 	load := func(words [4]int, x reg.VecPhysical) {
-		MOVD(Mem{Base: ptr, Disp: 4 * words[0]}, x)
+		MOVSS(Mem{Base: ptr, Disp: 4 * words[0]}, x) // a 32-bit load (MOVD here would load 64 bits)
 		for i := 1; i < 4; i++ {
 			PINSRD(U8(i), Mem{Base: ptr, Disp: 4 * words[i]}, x)
 		}
@@ -164,7 +163,8 @@ func sseISA(ptr reg.Register) rowISA {
 	return rowISA{
 		add: func(src, dst Op) { PADDL(src, dst) },
 		xor: func(src, dst Op) { PXOR(src, dst) },
-		ror: func(n int, r reg.VecPhysical) {
+		xorRor: func(r, src reg.VecPhysical, n int) {
+			PXOR(src, r)
 			switch n {
 			case 16:
 				PSHUFB(mask16, r)
@@ -203,7 +203,10 @@ func avx512RowISA(ptr reg.Register) rowISA {
 	return rowISA{
 		add:    func(src, dst Op) { VPADDD(src, dst, dst) },
 		xor:    func(src, dst Op) { VPXORD(src, dst, dst) },
-		ror:    func(n int, r reg.VecPhysical) { VPRORD(U8(n), r, r) },
+		xorRor: func(r, src reg.VecPhysical, n int) {
+			VPXORD(src, r, r)
+			VPRORD(U8(n), r, r)
+		},
 		pshufd: func(imm int, r reg.VecPhysical) { VPSHUFD(U8(imm), r, r) },
 		msg: func(r, step int) (Op, Op) {
 			if step == 0 {

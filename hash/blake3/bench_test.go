@@ -1,0 +1,74 @@
+package blake3
+
+import (
+	"fmt"
+	"testing"
+)
+
+var benchSizes = []int{64, 1 << 10, 8 << 10, 64 << 10, 1 << 20}
+
+var benchSink [32]byte
+
+func benchName(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// forEachImplB runs f once per implementation available on this machine.
+func forEachImplB(b *testing.B, f func(b *testing.B)) {
+	defer setImpl(bestImpl())
+	for level := 0; level <= implMax; level++ {
+		if !setImpl(level) {
+			continue
+		}
+		b.Run(implNames[level], f)
+	}
+}
+
+func BenchmarkSum256(b *testing.B) {
+	buf := make([]byte, 1<<20)
+	forEachImplB(b, func(b *testing.B) {
+		for _, n := range benchSizes {
+			b.Run(benchName(n), func(b *testing.B) {
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				for b.Loop() {
+					benchSink = Sum256(buf[:n])
+				}
+			})
+		}
+	})
+}
+
+func BenchmarkWrite(b *testing.B) {
+	buf := make([]byte, 1<<20)
+	forEachImplB(b, func(b *testing.B) {
+		for _, n := range benchSizes {
+			b.Run(benchName(n), func(b *testing.B) {
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				h := New()
+				for b.Loop() {
+					h.Reset()
+					h.Write(buf[:n])
+					h.Sum(benchSink[:0])
+				}
+			})
+		}
+	})
+}
+
+func BenchmarkXOF(b *testing.B) {
+	out := make([]byte, 1<<10)
+	h := New()
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		h.XOF().Read(out)
+	}
+}
