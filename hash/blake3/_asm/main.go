@@ -106,8 +106,7 @@ func constants() {
 // Row kernels: the 16-word state as four xmm rows a, b, c, d.
 
 type rowISA struct {
-	add    func(src, dst Op)
-	xor    func(src, dst Op)
+	add func(src, dst Op)
 	// xorRor sets dst = (dst ^ src) >>> n.
 	xorRor func(dst, src reg.VecPhysical, n int)
 	pshufd func(imm int, r reg.VecPhysical)
@@ -162,7 +161,6 @@ func sseISA(ptr reg.Register) rowISA {
 	}
 	return rowISA{
 		add: func(src, dst Op) { PADDL(src, dst) },
-		xor: func(src, dst Op) { PXOR(src, dst) },
 		xorRor: func(r, src reg.VecPhysical, n int) {
 			PXOR(src, r)
 			switch n {
@@ -201,8 +199,7 @@ func avx512RowISA(ptr reg.Register) rowISA {
 	VMOVDQU32(Mem{Base: ptr}, msgZ)
 	VPERMD(msgZ, reg.Z30, msgZ)
 	return rowISA{
-		add:    func(src, dst Op) { VPADDD(src, dst, dst) },
-		xor:    func(src, dst Op) { VPXORD(src, dst, dst) },
+		add: func(src, dst Op) { VPADDD(src, dst, dst) },
 		xorRor: func(r, src reg.VecPhysical, n int) {
 			VPXORD(src, r, r)
 			VPRORD(U8(n), r, r)
