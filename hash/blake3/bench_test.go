@@ -72,3 +72,22 @@ func BenchmarkXOF(b *testing.B) {
 		h.XOF().Read(out)
 	}
 }
+
+// BenchmarkParallel compares Sum256Parallel with Sum256; run with -cpu 1,2.
+func BenchmarkParallel(b *testing.B) {
+	buf := make([]byte, 16<<20)
+	for _, n := range []int{1 << 20, 4 << 20, 16 << 20} {
+		b.Run(benchName(n)+"/serial", func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				benchSink = Sum256(buf[:n])
+			}
+		})
+		b.Run(benchName(n)+"/parallel", func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				benchSink = Sum256Parallel(buf[:n])
+			}
+		})
+	}
+}

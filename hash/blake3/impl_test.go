@@ -194,3 +194,17 @@ func FuzzImplementations(f *testing.F) {
 		setImpl(bestImpl())
 	})
 }
+
+func TestSum256Parallel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	input := randBytes(rng, 9<<20+5*chunkLen)
+	lengths := []int{0, 1, 1024, parallelMin - 1, parallelMin, parallelMin + 1,
+		2*parallelPiece*8 + chunkLen + 1, 3<<20 + 7, 4 << 20, 9<<20 + 5*chunkLen}
+	forEachImpl(t, func(t *testing.T) {
+		for _, n := range lengths {
+			if got, want := Sum256Parallel(input[:n]), Sum256(input[:n]); got != want {
+				t.Errorf("Sum256Parallel(len %d) = %x, want %x", n, got, want)
+			}
+		}
+	})
+}
