@@ -1,0 +1,203 @@
+package secio
+
+import (
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/tendril-p2p/tendril/cipher/aead"
+)
+
+// Defaults and limits of Config and LegacyConfig.
+const (
+	// DefaultHandshakeTimeout bounds a handshake when Config.HandshakeTimeout
+	// is zero.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultMaxFrameSize is the largest plaintext per frame when
+	// MaxFrameSize is zero (1 MiB).
+	DefaultMaxFrameSize = 1 << 20
+	// MaxFrameSizeLimit is the largest MaxFrameSize accepted (16 MiB).
+	MaxFrameSizeLimit = 16 << 20
+	// MinFrameSize is the smallest MaxFrameSize accepted (1 KiB), locally
+	// and in a remote Propose.
+	MinFrameSize = 1 << 10
+	// MaxHandshakeMessage caps the body of a handshake message (4 KiB); a
+	// longer length prefix is refused before anything is allocated.
+	MaxHandshakeMessage = 4 << 10
+	// maxListLen caps the number of key exchanges or ciphers in a Propose.
+	maxListLen = 16
+)
+
+// Config configures Client and Server. A Config must not be modified after
+// it has been passed to Client or Server; it may be shared by many
+// connections.
+type Config struct {
+	// PrivateKey is the local identity. Required.
+	PrivateKey *PrivateKey
+
+	// ExpectedPeer, if not zero, is the only remote identity accepted. It is
+	// checked as soon as the remote Propose arrives, before any key work;
+	// another identity fails with ErrPeerIDMismatch.
+	ExpectedPeer PeerID
+
+	// Ciphers lists the AEAD suites offered, most preferred first. Nil
+	// means aead.Preferred().
+	Ciphers []aead.Suite
+
+	// KeyExchanges lists the ephemeral key exchanges offered, most
+	// preferred first. Nil means DefaultKeyExchanges() (X25519, then P-256).
+	KeyExchanges []KeyExchange
+
+	// HandshakeTimeout bounds the whole handshake. Zero means
+	// DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+
+	// MaxFrameSize is the largest plaintext carried by one frame, in bytes,
+	// and the largest this side accepts. Each side advertises its value in
+	// its Propose and sends frames of at most the smaller of the two. Zero
+	// means DefaultMaxFrameSize; otherwise it must lie in
+	// [MinFrameSize, MaxFrameSizeLimit].
+	MaxFrameSize int
+
+	// Rand is the source of the handshake nonce and ephemeral keys. Nil
+	// means crypto/rand; set it only for reproducible tests.
+	Rand io.Reader
+
+	// Logger receives debug records about handshakes (never key material).
+	// Nil means silent.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with every optional field set to its
+// default. PrivateKey is left nil and must be set by the caller.
+func DefaultConfig() *Config {
+	return &Config{
+		Ciphers:          aead.Preferred(),
+		KeyExchanges:     DefaultKeyExchanges(),
+		HandshakeTimeout: DefaultHandshakeTimeout,
+		MaxFrameSize:     DefaultMaxFrameSize,
+	}
+}
+
+// Validate reports the first problem of c, wrapped in ErrInvalidConfig.
+func (c *Config) Validate() error {
+	if c == nil {
+		return fmt.Errorf("%w: nil Config (PrivateKey is required)", ErrInvalidConfig)
+	}
+	if c.PrivateKey == nil || c.PrivateKey.pub == nil {
+		return fmt.Errorf("%w: PrivateKey is required", ErrInvalidConfig)
+	}
+	if c.Ciphers != nil {
+		if len(c.Ciphers) == 0 || len(c.Ciphers) > maxListLen {
+			return fmt.Errorf("%w: %d ciphers, want 1 to %d", ErrInvalidConfig, len(c.Ciphers), maxListLen)
+		}
+		for i, s := range c.Ciphers {
+			if !s.Valid() {
+				return fmt.Errorf("%w: cipher %d is not a valid suite", ErrInvalidConfig, uint8(s))
+			}
+			for _, t := range c.Ciphers[:i] {
+				if s == t {
+					return fmt.Errorf("%w: cipher %s listed twice", ErrInvalidConfig, s)
+				}
+			}
+		}
+	}
+	if c.KeyExchanges != nil {
+		if len(c.KeyExchanges) == 0 || len(c.KeyExchanges) > maxListLen {
+			return fmt.Errorf("%w: %d key exchanges, want 1 to %d", ErrInvalidConfig, len(c.KeyExchanges), maxListLen)
+		}
+		for i, k := range c.KeyExchanges {
+			if !k.Valid() {
+				return fmt.Errorf("%w: key exchange %d is not supported", ErrInvalidConfig, uint8(k))
+			}
+			for _, t := range c.KeyExchanges[:i] {
+				if k == t {
+					return fmt.Errorf("%w: key exchange %s listed twice", ErrInvalidConfig, k)
+				}
+			}
+		}
+	}
+	if c.HandshakeTimeout < 0 {
+		return fmt.Errorf("%w: negative HandshakeTimeout %v", ErrInvalidConfig, c.HandshakeTimeout)
+	}
+	if err := validFrameSize(c.MaxFrameSize); err != nil {
+		return err
+	}
+	return nil
+}
+
+func validFrameSize(n int) error {
+	if n != 0 && (n < MinFrameSize || n > MaxFrameSizeLimit) {
+		return fmt.Errorf("%w: MaxFrameSize %d outside [%d, %d]", ErrInvalidConfig, n, MinFrameSize, MaxFrameSizeLimit)
+	}
+	return nil
+}
+
+// resolved is a validated Config with defaults filled in.
+type resolved struct {
+	key      *PrivateKey
+	expected PeerID
+	ciphers  []aead.Suite
+	kexes    []KeyExchange
+	timeout  time.Duration
+	maxFrame int
+	rand     io.Reader
+	logger   *slog.Logger
+}
+
+func (c *Config) resolve() (*resolved, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	r := &resolved{
+		key:      c.PrivateKey,
+		expected: c.ExpectedPeer,
+		ciphers:  c.Ciphers,
+		kexes:    c.KeyExchanges,
+		timeout:  c.HandshakeTimeout,
+		maxFrame: c.MaxFrameSize,
+		rand:     c.Rand,
+		logger:   c.Logger,
+	}
+	if r.ciphers == nil {
+		r.ciphers = aead.Preferred()
+	}
+	if r.kexes == nil {
+		r.kexes = DefaultKeyExchanges()
+	}
+	if r.timeout == 0 {
+		r.timeout = DefaultHandshakeTimeout
+	}
+	if r.maxFrame == 0 {
+		r.maxFrame = DefaultMaxFrameSize
+	}
+	if r.rand == nil {
+		r.rand = rand.Reader
+	}
+	return r, nil
+}
+
+// LegacyConfig configures LegacyTEA. Nil means the defaults.
+type LegacyConfig struct {
+	// MaxFrameSize is the largest plaintext carried by one frame, sent or
+	// accepted. Both sides must use the same value (there is no
+	// negotiation in legacy mode). Zero means DefaultMaxFrameSize; otherwise
+	// it must lie in [MinFrameSize, MaxFrameSizeLimit].
+	MaxFrameSize int
+}
+
+// DefaultLegacyConfig returns a LegacyConfig with its defaults set.
+func DefaultLegacyConfig() *LegacyConfig {
+	return &LegacyConfig{MaxFrameSize: DefaultMaxFrameSize}
+}
+
+// Validate reports the first problem of c, wrapped in ErrInvalidConfig. A
+// nil LegacyConfig is valid.
+func (c *LegacyConfig) Validate() error {
+	if c == nil {
+		return nil
+	}
+	return validFrameSize(c.MaxFrameSize)
+}

@@ -1,0 +1,167 @@
+package secio
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/tendril-p2p/tendril/cipher/aead"
+)
+
+// Errors returned by this package. Errors that carry details wrap one of
+// these sentinels, so callers test them with errors.Is.
+var (
+	// ErrInvalidConfig reports a Config or LegacyConfig that fails Validate.
+	ErrInvalidConfig = errors.New("secio: invalid config")
+
+	// ErrInvalidKey reports a malformed private or public key encoding.
+	ErrInvalidKey = errors.New("secio: invalid key")
+
+	// ErrInvalidPeerID reports a peer ID that is not a 34-byte BLAKE3-256
+	// multihash (code 0x1e, length 32), or a string that is not its
+	// base58btc form.
+	ErrInvalidPeerID = errors.New("secio: invalid peer ID")
+
+	// ErrSelfDial reports a handshake with a peer holding the local identity
+	// key: the node dialled itself (or its Propose was reflected back).
+	ErrSelfDial = errors.New("secio: dialled self")
+
+	// ErrNoCommonSuite reports that the two Proposes share no key exchange
+	// or no cipher suite; the error returned is a *NoCommonSuiteError.
+	ErrNoCommonSuite = errors.New("secio: no common suite")
+
+	// ErrPeerIDMismatch reports that the remote identity is not
+	// Config.ExpectedPeer. It is checked as soon as the remote Propose
+	// arrives, before any key exchange work.
+	ErrPeerIDMismatch = errors.New("secio: peer ID mismatch")
+
+	// ErrNonceMismatch reports a key-confirmation message that does not echo
+	// the nonce this side sent in its Propose.
+	ErrNonceMismatch = errors.New("secio: nonce mismatch")
+
+	// ErrAuthFailed reports a frame that failed AEAD authentication. Nothing
+	// of that frame is delivered and the connection is closed.
+	ErrAuthFailed = errors.New("secio: message authentication failed")
+
+	// ErrFrameTooLarge reports a frame length prefix above the negotiated
+	// maximum. It is detected before anything is allocated for the frame.
+	ErrFrameTooLarge = errors.New("secio: frame too large")
+
+	// ErrInvalidFrame reports a frame that is malformed (shorter than the
+	// AEAD tag, or a legacy TEA ciphertext that does not decode).
+	ErrInvalidFrame = errors.New("secio: invalid frame")
+
+	// ErrHandshakeTimeout reports a handshake that did not complete within
+	// Config.HandshakeTimeout. The error returned has a Timeout method that
+	// reports true.
+	ErrHandshakeTimeout = errors.New("secio: handshake timeout")
+
+	// ErrInvalidMessage reports a malformed or oversized handshake message.
+	ErrInvalidMessage = errors.New("secio: invalid handshake message")
+
+	// ErrBadHandshake is an alias of ErrInvalidMessage, kept for callers
+	// that match on the older name.
+	ErrBadHandshake = ErrInvalidMessage
+
+	// ErrInvalidSignature reports an identity signature over the handshake
+	// transcript that does not verify.
+	ErrInvalidSignature = errors.New("secio: invalid signature")
+
+	// ErrInvalidKeyExchange reports an ephemeral public key that is
+	// malformed for the negotiated exchange or yields a degenerate shared
+	// secret (such as a low-order X25519 point).
+	ErrInvalidKeyExchange = errors.New("secio: invalid key exchange")
+
+	// ErrNonceExhausted reports that a direction's 96-bit frame counter would
+	// wrap; the connection must be replaced.
+	ErrNonceExhausted = errors.New("secio: nonce counter exhausted")
+
+	// ErrUnsupportedVersion reports a Propose with a protocol version this
+	// package does not speak.
+	ErrUnsupportedVersion = errors.New("secio: unsupported protocol version")
+
+	// ErrClosed reports use of a Conn after Close. It wraps net.ErrClosed
+	// so that errors.Is(err, net.ErrClosed) holds as well.
+	ErrClosed = fmt.Errorf("secio: %w", net.ErrClosed)
+)
+
+// NoCommonSuiteError reports that the local and remote Proposes share no key
+// exchange or no cipher suite. It matches ErrNoCommonSuite with errors.Is.
+type NoCommonSuiteError struct {
+	// What is "key exchange" or "cipher".
+	What string
+	// Local and Remote are the lists offered by each side, by name; remote
+	// codes that this package does not know appear as "Unknown(n)".
+	Local, Remote []string
+}
+
+// Error implements error.
+func (e *NoCommonSuiteError) Error() string {
+	return fmt.Sprintf("secio: no common %s: local [%s], remote [%s]",
+		e.What, strings.Join(e.Local, ", "), strings.Join(e.Remote, ", "))
+}
+
+// Unwrap returns ErrNoCommonSuite.
+func (e *NoCommonSuiteError) Unwrap() error { return ErrNoCommonSuite }
+
+// HandshakeError reports a handshake failure and the step at which it
+// happened ("write propose", "read exchange", ...). It unwraps to the
+// underlying cause, which wraps one of the sentinels of this package or an
+// I/O error.
+type HandshakeError struct {
+	Step string
+	Err  error
+}
+
+// Error implements error.
+func (e *HandshakeError) Error() string {
+	msg := e.Err.Error()
+	msg = strings.TrimPrefix(msg, "secio: ")
+	return "secio: handshake: " + e.Step + ": " + msg
+}
+
+// Unwrap returns the cause.
+func (e *HandshakeError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the cause is a timeout (a handshake deadline or
+// a deadline on the underlying connection).
+func (e *HandshakeError) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
+
+// timeoutError is the cause of a HandshakeError when Config.HandshakeTimeout
+// expires. It matches ErrHandshakeTimeout and context.DeadlineExceeded.
+type timeoutError struct{ cause error }
+
+func (e *timeoutError) Error() string   { return ErrHandshakeTimeout.Error() }
+func (e *timeoutError) Timeout() bool   { return true }
+func (e *timeoutError) Temporary() bool { return true }
+func (e *timeoutError) Unwrap() []error { return []error{ErrHandshakeTimeout, e.cause} }
+
+// suiteNames lists suites by wire name for error messages.
+func suiteNames(s []aead.Suite) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		if v.Valid() {
+			out[i] = v.String()
+		} else {
+			out[i] = fmt.Sprintf("Unknown(%d)", uint8(v))
+		}
+	}
+	return out
+}
+
+// kexNames lists key exchanges by name for error messages.
+func kexNames(k []KeyExchange) []string {
+	out := make([]string, len(k))
+	for i, v := range k {
+		if v.Valid() {
+			out[i] = v.String()
+		} else {
+			out[i] = fmt.Sprintf("Unknown(%d)", uint8(v))
+		}
+	}
+	return out
+}

@@ -1,0 +1,291 @@
+package secio
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Sizes of identity key encodings.
+const (
+	// PrivateKeySize is the length of a marshalled private key: the 32-byte
+	// Ed25519 seed of RFC 8032.
+	PrivateKeySize = ed25519.SeedSize
+	// PublicKeySize is the length of a public key's canonical encoding: the
+	// 32-byte Ed25519 public key of RFC 8032.
+	PublicKeySize = ed25519.PublicKeySize
+	// SignatureSize is the length of an identity signature.
+	SignatureSize = ed25519.SignatureSize
+)
+
+// keyTypeEd25519 is the identity key type code in a Propose.
+const keyTypeEd25519 = 0x01
+
+// pemType is the PEM block type of a marshalled private key (PKCS #8).
+const pemType = "PRIVATE KEY"
+
+// PrivateKey is a node's Ed25519 identity key ([RFC 8032]). Its zero value
+// is not usable; make one with GenerateKey or UnmarshalPrivateKey.
+//
+// [RFC 8032]: https://www.rfc-editor.org/rfc/rfc8032
+type PrivateKey struct {
+	key ed25519.PrivateKey
+	pub *PublicKey
+}
+
+// PublicKey is an Ed25519 identity public key.
+type PublicKey struct {
+	key ed25519.PublicKey
+	id  PeerID
+}
+
+// GenerateKey returns a new identity key drawn from crypto/rand.
+func GenerateKey() (*PrivateKey, error) {
+	return GenerateKeyFrom(rand.Reader)
+}
+
+// GenerateKeyFrom returns an identity key whose 32-byte seed is read from r.
+// It exists for tests and reproducible vectors; use GenerateKey otherwise.
+func GenerateKeyFrom(r io.Reader) (*PrivateKey, error) {
+	var seed [PrivateKeySize]byte
+	if _, err := io.ReadFull(r, seed[:]); err != nil {
+		return nil, fmt.Errorf("secio: generate key: %w", err)
+	}
+	return newPrivateKey(seed[:]), nil
+}
+
+func newPrivateKey(seed []byte) *PrivateKey {
+	k := ed25519.NewKeyFromSeed(seed)
+	pub := newPublicKey(k.Public().(ed25519.PublicKey))
+	return &PrivateKey{key: k, pub: pub}
+}
+
+func newPublicKey(k ed25519.PublicKey) *PublicKey {
+	p := &PublicKey{key: k}
+	p.id = peerIDFromEncoding(k)
+	return p
+}
+
+// UnmarshalPrivateKey parses the output of MarshalBinary: the 32-byte
+// Ed25519 seed. Any other length yields an error wrapping ErrInvalidKey.
+func UnmarshalPrivateKey(b []byte) (*PrivateKey, error) {
+	if len(b) != PrivateKeySize {
+		return nil, fmt.Errorf("%w: private key is %d bytes, want %d", ErrInvalidKey, len(b), PrivateKeySize)
+	}
+	return newPrivateKey(b), nil
+}
+
+// Public returns the public half of k.
+func (k *PrivateKey) Public() *PublicKey { return k.pub }
+
+// PeerID returns the peer ID of k's public key.
+func (k *PrivateKey) PeerID() PeerID { return k.pub.id }
+
+// Sign returns the Ed25519 signature of msg.
+func (k *PrivateKey) Sign(msg []byte) []byte { return ed25519.Sign(k.key, msg) }
+
+// MarshalBinary returns the 32-byte Ed25519 seed, from which the whole key
+// is derived. The result is secret.
+func (k *PrivateKey) MarshalBinary() ([]byte, error) {
+	return k.key.Seed(), nil
+}
+
+// Equal reports whether k and other are the same key, in constant time.
+func (k *PrivateKey) Equal(other *PrivateKey) bool {
+	if k == nil || other == nil {
+		return k == other
+	}
+	return subtle.ConstantTimeCompare(k.key, other.key) == 1
+}
+
+// MarshalPEM encodes k as a PEM block of type "PRIVATE KEY" holding PKCS #8
+// ([RFC 8410] for Ed25519), readable by OpenSSL.
+//
+// [RFC 8410]: https://www.rfc-editor.org/rfc/rfc8410
+func (k *PrivateKey) MarshalPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(k.key)
+	if err != nil {
+		return nil, fmt.Errorf("secio: marshal key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: pemType, Bytes: der}), nil
+}
+
+// ParsePrivateKeyPEM parses the first PEM block of data, which must be a
+// "PRIVATE KEY" block holding a PKCS #8 Ed25519 key. Errors wrap
+// ErrInvalidKey.
+func ParsePrivateKeyPEM(data []byte) (*PrivateKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("%w: no PEM block found", ErrInvalidKey)
+	}
+	if block.Type != pemType {
+		return nil, fmt.Errorf("%w: PEM block type %q, want %q", ErrInvalidKey, block.Type, pemType)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+	}
+	ek, ok := parsed.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%w: PKCS #8 key is %T, want Ed25519", ErrInvalidKey, parsed)
+	}
+	return newPrivateKey(ek.Seed()), nil
+}
+
+// LoadOrCreateKeyFile reads the PEM private key at path; if the file does
+// not exist it generates a key and writes it there with mode 0600, reporting
+// created = true. An existing file readable by group or others is refused,
+// as OpenSSH does, since the key is the node's identity.
+func LoadOrCreateKeyFile(path string) (key *PrivateKey, created bool, err error) {
+	key, err = loadKeyFile(path)
+	if err == nil {
+		return key, false, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, err
+	}
+	key, err = GenerateKey()
+	if err != nil {
+		return nil, false, err
+	}
+	if err := SaveKeyFile(path, key, false); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			// Lost a race with another process creating it: use theirs.
+			key, err = loadKeyFile(path)
+			return key, false, err
+		}
+		return nil, false, err
+	}
+	return key, true, nil
+}
+
+func loadKeyFile(path string) (*PrivateKey, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("secio: load key: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("secio: load key: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("secio: load key: %s is not a regular file", path)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("secio: load key: %s has mode %v, want 0600 or stricter", path, st.Mode().Perm())
+	}
+	const maxKeyFile = 64 << 10
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("secio: load key: %w", err)
+	}
+	if len(data) > maxKeyFile {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrInvalidKey, path, maxKeyFile)
+	}
+	k, err := ParsePrivateKeyPEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("secio: load key %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// SaveKeyFile writes key to path as PEM with mode 0600. If overwrite is
+// false and path exists, it fails with an error wrapping fs.ErrExist; if
+// overwrite is true, an existing file is replaced atomically (write to a
+// temporary file in the same directory, then rename).
+func SaveKeyFile(path string, key *PrivateKey, overwrite bool) error {
+	if key == nil {
+		return fmt.Errorf("%w: nil key", ErrInvalidKey)
+	}
+	data, err := key.MarshalPEM()
+	if err != nil {
+		return err
+	}
+	if !overwrite {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("secio: save key: %w", err)
+		}
+		if err := writeSync(f, data); err != nil {
+			os.Remove(path)
+			return fmt.Errorf("secio: save key: %w", err)
+		}
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tendril-key-*")
+	if err != nil {
+		return fmt.Errorf("secio: save key: %w", err)
+	}
+	tmp := f.Name()
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("secio: save key: %w", err)
+	}
+	if err := writeSync(f, data); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("secio: save key: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("secio: save key: %w", err)
+	}
+	return nil
+}
+
+// writeSync writes data to f, syncs and closes it.
+func writeSync(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// UnmarshalPublicKey parses a public key's canonical encoding (the 32-byte
+// Ed25519 public key). Errors wrap ErrInvalidKey.
+func UnmarshalPublicKey(b []byte) (*PublicKey, error) {
+	if len(b) != PublicKeySize {
+		return nil, fmt.Errorf("%w: public key is %d bytes, want %d", ErrInvalidKey, len(b), PublicKeySize)
+	}
+	return newPublicKey(ed25519.PublicKey(append([]byte(nil), b...))), nil
+}
+
+// Bytes returns the canonical encoding of k: the 32-byte Ed25519 public
+// key. The caller may modify the result.
+func (k *PublicKey) Bytes() []byte { return append([]byte(nil), k.key...) }
+
+// Verify reports whether sig is a valid Ed25519 signature of msg by k
+// (RFC 8032 verification as implemented by crypto/ed25519).
+func (k *PublicKey) Verify(msg, sig []byte) bool {
+	if len(sig) != SignatureSize {
+		return false
+	}
+	return ed25519.Verify(k.key, msg, sig)
+}
+
+// Equal reports whether k and other encode the same key.
+func (k *PublicKey) Equal(other *PublicKey) bool {
+	if k == nil || other == nil {
+		return k == other
+	}
+	return k.key.Equal(other.key)
+}
+
+// PeerID returns the peer ID of k.
+func (k *PublicKey) PeerID() PeerID { return k.id }
+
+// String returns the peer ID of k in base58btc.
+func (k *PublicKey) String() string { return k.id.String() }

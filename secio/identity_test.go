@@ -1,0 +1,304 @@
+package secio
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/multiformats/go-multihash"
+)
+
+// testKey returns a fixed identity key derived from label.
+func testKey(label string) *PrivateKey {
+	seed := sha256.Sum256([]byte("secio test key " + label))
+	k, err := UnmarshalPrivateKey(seed[:])
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+var update = flag.Bool("update", false, "rewrite generated test vectors in testdata")
+
+type peerIDVector struct {
+	Seed      string `json:"seed"`
+	PublicKey string `json:"public_key"`
+	PeerID    string `json:"peer_id"`
+	PeerIDHex string `json:"peer_id_hex"`
+}
+
+const peerIDVectorsFile = "testdata/peer_id_vectors.json"
+
+func makePeerIDVectors() []peerIDVector {
+	var out []peerIDVector
+	seeds := [][]byte{make([]byte, 32), bytes.Repeat([]byte{0xff}, 32)}
+	seq := make([]byte, 32)
+	for i := range seq {
+		seq[i] = byte(i)
+	}
+	seeds = append(seeds, seq)
+	for _, l := range []string{"a", "b", "c"} {
+		s, _ := testKey(l).MarshalBinary()
+		seeds = append(seeds, s)
+	}
+	for _, s := range seeds {
+		k, err := UnmarshalPrivateKey(s)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, peerIDVector{
+			Seed:      hex.EncodeToString(s),
+			PublicKey: hex.EncodeToString(k.Public().Bytes()),
+			PeerID:    k.PeerID().String(),
+			PeerIDHex: hex.EncodeToString(k.PeerID().Bytes()),
+		})
+	}
+	return out
+}
+
+func TestPeerIDVectors(t *testing.T) {
+	if *update {
+		b, _ := json.MarshalIndent(makePeerIDVectors(), "", "  ")
+		if err := os.WriteFile(peerIDVectorsFile, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(peerIDVectorsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []peerIDVector
+	if err := json.Unmarshal(data, &vs); err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) < 6 {
+		t.Fatalf("only %d vectors", len(vs))
+	}
+	for _, v := range vs {
+		seed, _ := hex.DecodeString(v.Seed)
+		k, err := UnmarshalPrivateKey(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hex.EncodeToString(k.Public().Bytes()); got != v.PublicKey {
+			t.Errorf("seed %s: public key %s, want %s", v.Seed, got, v.PublicKey)
+		}
+		pub, _ := hex.DecodeString(v.PublicKey)
+		pk, err := UnmarshalPublicKey(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := PeerIDFromPublicKey(pk)
+		if id.String() != v.PeerID || hex.EncodeToString(id.Bytes()) != v.PeerIDHex {
+			t.Errorf("key %s: peer ID %s, want %s", v.PublicKey, id, v.PeerID)
+		}
+		// Independent check with go-multihash (which uses
+		// lukechampine.com/blake3 for code 0x1e).
+		mh, err := multihash.Sum(pub, multihash.BLAKE3, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mh.B58String() != v.PeerID {
+			t.Errorf("go-multihash gives %s, vector %s", mh.B58String(), v.PeerID)
+		}
+		parsed, err := ParsePeerID(v.PeerID)
+		if err != nil || parsed != id || !parsed.Matches(pk) {
+			t.Errorf("ParsePeerID(%s) = %v, %v", v.PeerID, parsed, err)
+		}
+	}
+}
+
+func TestPeerIDParseErrors(t *testing.T) {
+	id := testKey("a").PeerID()
+	good := id.Bytes()
+	bad := map[string][]byte{
+		"empty":      nil,
+		"short":      good[:33],
+		"long":       append(bytes.Clone(good), 0),
+		"sha256":     append([]byte{0x12, 0x20}, good[2:]...),
+		"length 31":  append([]byte{0x1e, 0x1f}, good[2:33]...),
+		"wrong len":  append([]byte{0x1e, 0x21}, good[2:]...),
+		"zero":       append([]byte{0x1e, 0x20}, make([]byte, 32)...),
+		"identity":   append([]byte{0x00, 0x20}, good[2:]...),
+		"blake3-512": append([]byte{0x1e, 0x40}, good[2:]...),
+	}
+	for name, b := range bad {
+		if _, err := PeerIDFromBytes(b); !errors.Is(err, ErrInvalidPeerID) {
+			t.Errorf("%s: PeerIDFromBytes error %v", name, err)
+		}
+	}
+	sha, _ := multihash.Sum([]byte("x"), multihash.SHA2_256, 32)
+	for _, s := range []string{"", "0OIl", sha.B58String(), strings.Repeat("z", 60), id.String()[:20]} {
+		if _, err := ParsePeerID(s); !errors.Is(err, ErrInvalidPeerID) {
+			t.Errorf("ParsePeerID(%q) error %v", s, err)
+		}
+	}
+	back, err := PeerIDFromBytes(good)
+	if err != nil || back != id {
+		t.Fatal("round trip through bytes failed")
+	}
+}
+
+func TestPeerIDZeroAndText(t *testing.T) {
+	var z PeerID
+	if !z.IsZero() || z.String() != "" || z.Bytes() != nil || z.Matches(testKey("a").Public()) {
+		t.Fatal("zero PeerID misbehaves")
+	}
+	id := testKey("a").PeerID()
+	if id.IsZero() || id.Matches(testKey("b").Public()) || !id.Matches(testKey("a").Public()) {
+		t.Fatal("Matches wrong")
+	}
+	type doc struct {
+		Peer PeerID `json:"peer"`
+		None PeerID `json:"none"`
+	}
+	b, err := json.Marshal(doc{Peer: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back doc
+	if err := json.Unmarshal(b, &back); err != nil || back.Peer != id || !back.None.IsZero() {
+		t.Fatalf("JSON round trip: %s -> %+v, %v", b, back, err)
+	}
+	m := map[PeerID]int{id: 1}
+	if m[testKey("a").Public().PeerID()] != 1 {
+		t.Fatal("PeerID not usable as a map key")
+	}
+	if err := back.Peer.UnmarshalText([]byte("not base58 0")); err == nil {
+		t.Fatal("UnmarshalText accepted garbage")
+	}
+}
+
+func TestKeyMarshal(t *testing.T) {
+	k, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := k.MarshalBinary()
+	k2, err := UnmarshalPrivateKey(b)
+	if err != nil || !k2.Equal(k) || !k2.Public().Equal(k.Public()) {
+		t.Fatal("binary round trip failed")
+	}
+	if _, err := UnmarshalPrivateKey(b[:31]); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("short key: %v", err)
+	}
+	p, err := k.MarshalPEM()
+	if err != nil || !bytes.HasPrefix(p, []byte("-----BEGIN PRIVATE KEY-----")) {
+		t.Fatalf("PEM: %s %v", p, err)
+	}
+	k3, err := ParsePrivateKeyPEM(p)
+	if err != nil || !k3.Equal(k) {
+		t.Fatalf("PEM round trip: %v", err)
+	}
+	for _, bad := range []string{"", "garbage", strings.Replace(string(p), "PRIVATE KEY", "PUBLIC KEY", 2),
+		"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"} {
+		if _, err := ParsePrivateKeyPEM([]byte(bad)); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("ParsePrivateKeyPEM(%q): %v", bad, err)
+		}
+	}
+	msg := []byte("message")
+	sig := k.Sign(msg)
+	if !k.Public().Verify(msg, sig) || k.Public().Verify([]byte("other"), sig) || k.Public().Verify(msg, sig[:63]) {
+		t.Fatal("Sign/Verify wrong")
+	}
+	pub, err := UnmarshalPublicKey(k.Public().Bytes())
+	if err != nil || !pub.Equal(k.Public()) || pub.PeerID() != k.PeerID() {
+		t.Fatal("public key round trip failed")
+	}
+	if _, err := UnmarshalPublicKey(make([]byte, 33)); !errors.Is(err, ErrInvalidKey) {
+		t.Fatal("UnmarshalPublicKey accepted 33 bytes")
+	}
+}
+
+func TestKeyFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "node.key")
+	k, created, err := LoadOrCreateKeyFile(path)
+	if err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", st.Mode().Perm())
+	}
+	k2, created, err := LoadOrCreateKeyFile(path)
+	if err != nil || created || !k2.Equal(k) {
+		t.Fatalf("load: %v %v", created, err)
+	}
+	other := testKey("x")
+	if err := SaveKeyFile(path, other, false); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("SaveKeyFile without overwrite: %v", err)
+	}
+	if err := SaveKeyFile(path, other, true); err != nil {
+		t.Fatal(err)
+	}
+	k3, _, err := LoadOrCreateKeyFile(path)
+	if err != nil || !k3.Equal(other) {
+		t.Fatalf("after overwrite: %v", err)
+	}
+	st, _ = os.Stat(path)
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode after overwrite %v", st.Mode().Perm())
+	}
+	os.Chmod(path, 0o644)
+	if _, _, err := LoadOrCreateKeyFile(path); err == nil {
+		t.Fatal("loaded a world-readable key file")
+	}
+	bad := filepath.Join(dir, "bad.key")
+	os.WriteFile(bad, []byte("not a key"), 0o600)
+	if _, _, err := LoadOrCreateKeyFile(bad); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("bad file: %v", err)
+	}
+}
+
+// Wycheproof Ed25519 verification vectors (testdata/ed25519_test.json).
+func TestWycheproofEd25519(t *testing.T) {
+	data, err := os.ReadFile("testdata/ed25519_test.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		TestGroups []struct {
+			PublicKey struct {
+				PK string `json:"pk"`
+			} `json:"publicKey"`
+			Tests []struct {
+				TcID   int    `json:"tcId"`
+				Msg    string `json:"msg"`
+				Sig    string `json:"sig"`
+				Result string `json:"result"`
+			} `json:"tests"`
+		} `json:"testGroups"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range f.TestGroups {
+		pkb, _ := hex.DecodeString(g.PublicKey.PK)
+		pk, err := UnmarshalPublicKey(pkb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range g.Tests {
+			msg, _ := hex.DecodeString(tc.Msg)
+			sig, _ := hex.DecodeString(tc.Sig)
+			got := pk.Verify(msg, sig)
+			if want := tc.Result == "valid"; got != want {
+				t.Errorf("tcId %d: Verify = %v, want %v (%s)", tc.TcID, got, want, tc.Result)
+			}
+			n++
+		}
+	}
+	if n != 151 {
+		t.Fatalf("ran %d vectors, want 151", n)
+	}
+}

@@ -1,0 +1,83 @@
+package secio
+
+import (
+	"crypto/ecdh"
+	"fmt"
+	"io"
+)
+
+// KeyExchange identifies an ephemeral Diffie-Hellman group. Its value is the
+// code sent on the wire in a Propose; the zero value is invalid.
+type KeyExchange uint8
+
+// The supported key exchanges. Code 3 is reserved for a hybrid X25519 +
+// ML-KEM-768 exchange.
+const (
+	// X25519 is the Diffie-Hellman function of [RFC 7748] over Curve25519
+	// (32-byte public keys).
+	//
+	// [RFC 7748]: https://www.rfc-editor.org/rfc/rfc7748
+	X25519 KeyExchange = 1
+	// P256 is ECDH over NIST P-256 with uncompressed 65-byte public keys
+	// (SEC 1, section 2.3.3).
+	P256 KeyExchange = 2
+)
+
+// DefaultKeyExchanges returns the key exchanges offered by default, most
+// preferred first: X25519, then P-256. Each call returns a new slice.
+func DefaultKeyExchanges() []KeyExchange { return []KeyExchange{X25519, P256} }
+
+// Valid reports whether k is a key exchange this package implements.
+func (k KeyExchange) Valid() bool { return k == X25519 || k == P256 }
+
+// String returns "X25519", "P-256", or "KeyExchange(n)".
+func (k KeyExchange) String() string {
+	switch k {
+	case X25519:
+		return "X25519"
+	case P256:
+		return "P-256"
+	}
+	return fmt.Sprintf("KeyExchange(%d)", uint8(k))
+}
+
+func (k KeyExchange) curve() ecdh.Curve {
+	if k == P256 {
+		return ecdh.P256()
+	}
+	return ecdh.X25519()
+}
+
+// generateEphemeral draws an ephemeral private key for k from r. The scalar
+// bytes are read from r directly (and rejected and redrawn when out of range
+// for P-256), so that a fixed r yields a fixed key.
+func generateEphemeral(k KeyExchange, r io.Reader) (*ecdh.PrivateKey, error) {
+	var buf [32]byte
+	c := k.curve()
+	for range 64 {
+		if _, err := io.ReadFull(r, buf[:]); err != nil {
+			return nil, fmt.Errorf("secio: ephemeral key: %w", err)
+		}
+		priv, err := c.NewPrivateKey(buf[:])
+		clear(buf[:])
+		if err == nil {
+			return priv, nil
+		}
+	}
+	return nil, fmt.Errorf("secio: ephemeral key: no valid scalar after 64 draws")
+}
+
+// sharedSecret runs ECDH with the peer's encoded public key. Malformed keys
+// and degenerate results (an X25519 low-order point gives all zeros, which
+// crypto/ecdh refuses) wrap ErrInvalidKeyExchange.
+func sharedSecret(k KeyExchange, priv *ecdh.PrivateKey, peer []byte) ([]byte, error) {
+	pub, err := k.curve().NewPublicKey(peer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s public key: %v", ErrInvalidKeyExchange, k, err)
+	}
+	s, err := priv.ECDH(pub)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidKeyExchange, k, err)
+	}
+	return s, nil
+}
