@@ -37,8 +37,9 @@ type Config struct {
 	// it or either side reset it.
 	MaxStreams int
 
-	// AcceptBacklog caps the inbound streams waiting for AcceptStream; more
-	// are reset. Default 256.
+	// AcceptBacklog caps the inbound streams waiting for AcceptStream (more
+	// are reset) and the outbound streams not yet acknowledged by the peer
+	// (OpenStream waits beyond it). Default 256.
 	AcceptBacklog int
 
 	// KeepAliveInterval is the period of keepalive pings; a ping unanswered
@@ -144,10 +145,9 @@ func MaxFrameSize(cfg *Config) int {
 // yamuxConfig converts a populated Config.
 func (c *Config) yamuxConfig() *yamux.Config {
 	y := &yamux.Config{
-		// yamux's AcceptBacklog also sizes its semaphore of unacknowledged
-		// opens, which must never block below our own MaxStreams; our
-		// AcceptBacklog is enforced before yamux sees a stream.
-		AcceptBacklog:          max(c.MaxStreams, c.AcceptBacklog, 1),
+		// Also sizes yamux's semaphore of unacknowledged opens, which the
+		// tracker mirrors so that OpenStream can wait for it under a context.
+		AcceptBacklog:          c.AcceptBacklog,
 		EnableKeepAlive:        c.KeepAliveInterval > 0,
 		KeepAliveInterval:      c.KeepAliveInterval,
 		ConnectionWriteTimeout: c.ConnectionWriteTimeout,

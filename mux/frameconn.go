@@ -191,9 +191,7 @@ func (c *frameConn) flushPendingLocked() error {
 	if len(out) == 0 {
 		return nil
 	}
-	for i := 0; i+FrameHeaderSize <= len(out); i += FrameHeaderSize {
-		c.tr.frame(out[i:i+FrameHeaderSize], true)
-	}
+	// Our own resets are accounted for when queued (tracker.reset), not here.
 	return c.writeLocked(out)
 }
 
@@ -313,7 +311,7 @@ func (c *frameConn) inspect(h []byte) {
 			return
 		}
 	}
-	if flags&(flagFIN|flagRST) != 0 {
+	if flags&(flagACK|flagFIN|flagRST) != 0 {
 		c.tr.frame(h, false)
 	}
 }
@@ -355,21 +353,33 @@ func putBuf(p *[]byte) {
 
 // Stream states in the tracker.
 const (
-	stInbound = 1 << iota
-	stUnaccepted
+	stInbound    = 1 << iota
+	stUnaccepted // inbound, waiting in the accept queue
+	stUnacked    // outbound, not yet acknowledged by the peer
 	stFinSent
 	stFinRecv
 )
 
-// tracker counts the streams alive in a session from the frames on the wire:
-// a stream lives from its SYN until FIN went both ways or a RST went either
-// way, which is exactly when yamux forgets it.
+// tracker follows the streams of a session from the frames on the wire.
+//
+// A stream lives from its SYN until FIN went both ways or a RST went either
+// way, which is exactly when yamux forgets it; live streams count against
+// maxStreams. Inbound streams count against backlog until accepted.
+//
+// unacked mirrors yamux's semaphore of outbound opens awaiting the peer's ACK
+// (sized by yamux's AcceptBacklog; yamux's OpenStream blocks while it is
+// full): a token is taken by an outbound SYN and returned by an inbound ACK,
+// an inbound RST, the closing FINs, or a RST that yamux itself sends (after
+// StreamCloseTimeout). A stream reset locally before its ACK keeps its token
+// (a ghost) until one of those, as in yamux.
 type tracker struct {
 	mu          sync.Mutex
 	maxStreams  int
 	backlog     int
 	live        map[uint32]uint8
+	ghosts      map[uint32]struct{}
 	unaccepted  int
+	unacked     int // live streams with stUnacked, plus ghosts
 	reservedOut int
 }
 
@@ -377,15 +387,17 @@ func newTracker(maxStreams, backlog int) *tracker {
 	return &tracker{maxStreams: maxStreams, backlog: backlog, live: make(map[uint32]uint8)}
 }
 
-// reserve takes a slot for an outbound open, or reports the limit.
-func (t *tracker) reserve() bool {
+// reserve takes a slot for an outbound open, or reports the limit. It also
+// reports whether yamux's open semaphore may be full, i.e. whether yamux's
+// OpenStream may block.
+func (t *tracker) reserve() (ok, mayBlock bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.live)+t.reservedOut >= t.maxStreams {
-		return false
+		return false, false
 	}
 	t.reservedOut++
-	return true
+	return true, t.unacked+t.reservedOut > t.backlog
 }
 
 // unreserve releases a reservation once the open is done (the stream's SYN,
@@ -411,23 +423,28 @@ func (t *tracker) admitInbound(id uint32) bool {
 	return true
 }
 
-// frame updates the state of a stream from a header sent (outbound) or
-// received (inbound SYNs are handled by admitInbound).
+// frame updates the state of a stream from a header sent by yamux (outbound)
+// or received (inbound; SYNs are handled by admitInbound).
 func (t *tracker) frame(h []byte, outbound bool) {
 	if h[0] != protoVersion || h[1] > typeWindowUpdate {
 		return
 	}
 	flags := binary.BigEndian.Uint16(h[2:4])
-	if flags&(flagSYN|flagFIN|flagRST) == 0 || (!outbound && flags&(flagFIN|flagRST) == 0) {
+	if outbound && flags&(flagSYN|flagFIN|flagRST) == 0 || !outbound && flags&(flagACK|flagFIN|flagRST) == 0 {
 		return
 	}
 	id := binary.BigEndian.Uint32(h[4:8])
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if _, ok := t.ghosts[id]; ok && (flags&flagRST != 0 || !outbound && flags&(flagACK|flagFIN) != 0) {
+		delete(t.ghosts, id)
+		t.unacked--
+	}
 	st, ok := t.live[id]
 	if outbound && flags&flagSYN != 0 && !ok {
-		st, ok = 0, true
+		st, ok = stUnacked, true
 		t.live[id] = st
+		t.unacked++
 	}
 	if !ok {
 		return
@@ -435,6 +452,10 @@ func (t *tracker) frame(h []byte, outbound bool) {
 	if flags&flagRST != 0 {
 		t.removeLocked(id, st)
 		return
+	}
+	if !outbound && flags&flagACK != 0 && st&stUnacked != 0 {
+		st &^= stUnacked
+		t.unacked--
 	}
 	if flags&flagFIN != 0 {
 		if outbound {
@@ -446,8 +467,8 @@ func (t *tracker) frame(h []byte, outbound bool) {
 			t.removeLocked(id, st)
 			return
 		}
-		t.live[id] = st
 	}
+	t.live[id] = st
 }
 
 // accepted records that an inbound stream left the accept queue.
@@ -460,18 +481,31 @@ func (t *tracker) accepted(id uint32) {
 	}
 }
 
-// remove forgets a stream (after a local reset).
-func (t *tracker) remove(id uint32) {
+// reset forgets a stream reset locally; an unacknowledged one stays a ghost.
+func (t *tracker) reset(id uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if st, ok := t.live[id]; ok {
-		t.removeLocked(id, st)
+	st, ok := t.live[id]
+	if !ok {
+		return
 	}
+	if st&stUnacked != 0 {
+		if t.ghosts == nil {
+			t.ghosts = make(map[uint32]struct{})
+		}
+		t.ghosts[id] = struct{}{}
+		st &^= stUnacked // the token moves to the ghost
+		t.live[id] = st
+	}
+	t.removeLocked(id, st)
 }
 
 func (t *tracker) removeLocked(id uint32, st uint8) {
 	if st&stUnaccepted != 0 {
 		t.unaccepted--
+	}
+	if st&stUnacked != 0 {
+		t.unacked--
 	}
 	delete(t.live, id)
 }

@@ -21,7 +21,7 @@ type Session struct {
 
 	mu     sync.Mutex
 	closed bool
-	wg     sync.WaitGroup // Ping goroutines
+	wg     sync.WaitGroup // Ping and blocked OpenStream goroutines
 }
 
 // Client starts the client side of a session over conn. A nil cfg means
@@ -60,7 +60,9 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 // closed, ErrRemoteGoAway after the peer's GoAway, and ctx.Err() if ctx is
 // done before the stream is opened.
 //
-// OpenStream does not wait for the peer: the stream can be written at once,
+// OpenStream waits (under ctx) only while Config.AcceptBacklog streams it
+// opened are still unacknowledged by the peer. It does not wait for the peer
+// otherwise: the stream can be written at once,
 // and data sent before the peer accepts it travels with its opening. If the
 // peer refuses the stream (its limits), reads and writes on it fail with
 // ErrStreamReset. A peer that never acknowledges the stream within
@@ -72,15 +74,69 @@ func (s *Session) OpenStream(ctx context.Context) (*Stream, error) {
 	if s.ys.IsClosed() {
 		return nil, ErrSessionClosed
 	}
-	if !s.tr.reserve() {
+	ok, mayBlock := s.tr.reserve()
+	if !ok {
 		return nil, ErrTooManyStreams
 	}
-	ys, err := s.ys.OpenStream()
-	s.tr.unreserve()
-	if err != nil {
-		return nil, mapErr(err)
+	open := func() (*yamux.Stream, error) {
+		defer s.tr.unreserve()
+		return s.ys.OpenStream()
 	}
-	return newStream(s, ys), nil
+	if !mayBlock {
+		ys, err := open()
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		return newStream(s, ys), nil
+	}
+	// yamux's OpenStream blocks while AcceptBacklog opens await the peer's
+	// acknowledgement; wait for it in a goroutine so that ctx can end the wait.
+	if !s.addGoroutine() {
+		s.tr.unreserve()
+		return nil, ErrSessionClosed
+	}
+	type result struct {
+		ys  *yamux.Stream
+		err error
+	}
+	ch := make(chan result)
+	abandoned := make(chan struct{})
+	go func() {
+		defer s.wg.Done()
+		ys, err := open()
+		select {
+		case ch <- result{ys, err}:
+		case <-abandoned:
+			if err == nil {
+				// Close rather than reset: the peer's accept acknowledges
+				// it and then frees it, returning its place in yamux's
+				// semaphore (a reset before acknowledgement would hold the
+				// place until StreamCloseTimeout).
+				_ = newStream(s, ys).Close()
+			}
+		}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, mapErr(r.err)
+		}
+		return newStream(s, r.ys), nil
+	case <-ctx.Done():
+		close(abandoned)
+		return nil, ctx.Err()
+	}
+}
+
+// addGoroutine registers a helper goroutine unless the session is closed.
+func (s *Session) addGoroutine() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
 }
 
 // AcceptStream waits for the next stream opened by the peer. It returns
@@ -143,13 +199,9 @@ func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.addGoroutine() {
 		return 0, ErrSessionClosed
 	}
-	s.wg.Add(1)
-	s.mu.Unlock()
 	type result struct {
 		rtt time.Duration
 		err error

@@ -603,3 +603,47 @@ func sha256Sum(b []byte) []byte {
 	s := sha256.Sum256(b)
 	return s[:]
 }
+
+// TestOpenStreamWaitsForAcks checks that OpenStream waits, under its context,
+// while AcceptBacklog opens are unacknowledged, and that an abandoned open is
+// closed once it completes.
+func TestOpenStreamWaitsForAcks(t *testing.T) {
+	a, b := tcpPair(t)
+	c, s := sessionPair(t, a, b, &Config{AcceptBacklog: 2}, &Config{AcceptBacklog: 10})
+	ctx := context.Background()
+	for range 2 {
+		if _, err := c.OpenStream(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.OpenStream(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("OpenStream beyond unacknowledged backlog = %v", err)
+	}
+	// Accepting one acknowledges it: the abandoned open takes its place,
+	// completes, and is closed.
+	if _, err := s.AcceptStream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "abandoned open to complete", func() bool { return c.NumStreams() == 3 })
+	// Accepting the second frees a place for a new open.
+	if _, err := s.AcceptStream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
+	defer ocancel()
+	if _, err := c.OpenStream(octx); err != nil {
+		t.Fatal(err)
+	}
+	// The abandoned stream arrives closed.
+	st, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("abandoned stream read %d, %v; want EOF", n, err)
+	}
+	st.Close()
+	waitFor(t, "abandoned stream to be freed", func() bool { return c.NumStreams() == 3 && s.NumStreams() == 3 })
+}

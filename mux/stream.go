@@ -118,8 +118,8 @@ func (st *Stream) Reset() error {
 		return nil
 	}
 	id := st.ys.StreamID()
+	st.s.tr.reset(id)
 	st.s.fc.queueRST(id)
-	st.s.tr.remove(id)
 	_ = st.ys.SetDeadline(aLongTimeAgo) // wake blocked calls
 	// Close the yamux stream so that yamux frees it (when the peer's close
 	// crosses ours, or after StreamCloseTimeout); its end-of-stream frame
