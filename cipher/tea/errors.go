@@ -1,6 +1,9 @@
 package tea
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned by this package. Errors carrying details wrap one of these
 // sentinels; test them with errors.Is.
@@ -25,3 +28,39 @@ var (
 	// EncryptBatchWithFill could not supply its bytes.
 	ErrFill = errors.New("tea: reading filler bytes")
 )
+
+// BatchError reports which messages of DecryptBatch failed. Errs has one
+// entry per message: nil where the message decrypted, else its error
+// (wrapping ErrCiphertextSize or ErrPadding). errors.Is and errors.As see
+// every non-nil entry.
+type BatchError struct {
+	Errs []error
+}
+
+// Error summarises the failures and quotes the first one.
+func (e *BatchError) Error() string {
+	failed, first := 0, -1
+	for i, err := range e.Errs {
+		if err != nil {
+			failed++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if first < 0 {
+		return "tea: batch: no failures"
+	}
+	return fmt.Sprintf("tea: batch: %d of %d messages failed; message %d: %v", failed, len(e.Errs), first, e.Errs[first])
+}
+
+// Unwrap returns the non-nil per-message errors.
+func (e *BatchError) Unwrap() []error {
+	var errs []error
+	for _, err := range e.Errs {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}

@@ -2,6 +2,8 @@
 
 package tea
 
+import "golang.org/x/sys/cpu"
+
 // hasChainAsm reports that this build has the assembly single-message
 // chain (plain amd64, no CPU feature needed).
 const hasChainAsm = true
@@ -24,4 +26,52 @@ func decryptChain(k *[4]uint32, dst, src []byte) {
 		return
 	}
 	decryptChainGeneric(k, dst, src)
+}
+
+var (
+	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+)
+
+// batchImpl is the batch implementation in use; tests switch it.
+var batchImpl = bestBatchImpl()
+
+func bestBatchImpl() int {
+	switch {
+	case hasAVX512:
+		return batchAVX512
+	}
+	return batchGeneric
+}
+
+// batchImpls lists the implementations this machine can run.
+func batchImpls() []int {
+	impls := []int{batchGeneric, batchLanesGo}
+	if hasAVX512 {
+		impls = append(impls, batchAVX512)
+	}
+	return impls
+}
+
+// laneWidth returns the number of lanes of impl, 0 for batchGeneric.
+func laneWidth(impl int) int {
+	switch impl {
+	case batchAVX512, batchLanesGo:
+		return 16
+	}
+	return 0
+}
+
+// runKernel calls the lane kernel of impl directly (a call through a
+// function value would make its arguments escape).
+func runKernel(impl int, decrypt bool, k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
+	switch {
+	case impl == batchAVX512 && decrypt:
+		decryptLanesAVX512(k, ptrs, strides, state, nblocks)
+	case impl == batchAVX512:
+		encryptLanesAVX512(k, ptrs, strides, state, nblocks)
+	case decrypt:
+		decryptLanesGo(k, ptrs, strides, state, nblocks)
+	default:
+		encryptLanesGo(k, ptrs, strides, state, nblocks)
+	}
 }

@@ -11,3 +11,25 @@ var useChainAsm = false
 func encryptChain(k *[4]uint32, buf []byte) { encryptChainGeneric(k, buf) }
 
 func decryptChain(k *[4]uint32, dst, src []byte) { decryptChainGeneric(k, dst, src) }
+
+// batchImpl is the batch implementation in use; tests switch it.
+var batchImpl = batchGeneric
+
+func batchImpls() []int { return []int{batchGeneric, batchLanesGo} }
+
+// laneWidth returns the number of lanes of impl, 0 for batchGeneric.
+func laneWidth(impl int) int {
+	if impl == batchLanesGo {
+		return 16
+	}
+	return 0
+}
+
+// runKernel calls the Go lane kernel.
+func runKernel(_ int, decrypt bool, k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
+	if decrypt {
+		decryptLanesGo(k, ptrs, strides, state, nblocks)
+		return
+	}
+	encryptLanesGo(k, ptrs, strides, state, nblocks)
+}

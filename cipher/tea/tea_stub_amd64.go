@@ -5,8 +5,22 @@
 package tea
 
 // encryptChainAsm enciphers buf in place; len(buf) must be a multiple of 8.
+//
+//go:noescape
 func encryptChainAsm(k *[4]uint32, buf []byte)
 
 // decryptChainAsm deciphers src into dst; len(src) must be a multiple of 8
 // and len(dst) >= len(src). dst and src may be the same slice.
+//
+//go:noescape
 func decryptChainAsm(k *[4]uint32, dst []byte, src []byte)
+
+// encryptLanesAVX512 enciphers nblocks blocks in each of 16 lanes in place (AVX-512).
+//
+//go:noescape
+func encryptLanesAVX512(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)
+
+// decryptLanesAVX512 deciphers nblocks blocks in each of 16 lanes in place (AVX-512).
+//
+//go:noescape
+func decryptLanesAVX512(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)

@@ -21,5 +21,8 @@ import (
 func main() {
 	ConstraintExpr("!purego")
 	genScalar()
+	genConsts()
+	genAVX512("encryptLanesAVX512", false)
+	genAVX512("decryptLanesAVX512", true)
 	Generate()
 }

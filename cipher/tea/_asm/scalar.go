@@ -97,6 +97,7 @@ func keyOps(kp reg.Register) [4]Op {
 func genScalar() {
 	// Encrypt in place: x_i = p_i ^ c_(i-1); c_i = E(x_i) ^ x_(i-1).
 	TEXT("encryptChainAsm", NOSPLIT, "func(k *[4]uint32, buf []byte)")
+	Pragma("noescape")
 	Doc("encryptChainAsm enciphers buf in place; len(buf) must be a multiple of 8.")
 	{
 		kp := Load(Param("k"), GP64())
@@ -139,6 +140,7 @@ func genScalar() {
 
 	// Decrypt: x_i = D(c_i ^ x_(i-1)); p_i = x_i ^ c_(i-1).
 	TEXT("decryptChainAsm", NOSPLIT, "func(k *[4]uint32, dst, src []byte)")
+	Pragma("noescape")
 	Doc("decryptChainAsm deciphers src into dst; len(src) must be a multiple of 8",
 		"and len(dst) >= len(src). dst and src may be the same slice.")
 	{

@@ -1,0 +1,225 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// Lane kernels share one memory layout, defined by package tea's lanes type:
+//
+//	ptrs    [16]*byte   address of each lane's next block
+//	strides [16]uint64  bytes to advance each lane per block (8, or 0 for an
+//	                    idle lane parked on a scratch block)
+//	state   [64]uint32  chaining words: c0[16], c1[16], x0[16], x1[16], the
+//	                    previous ciphertext block c_(i-1) and the previous
+//	                    cipher input x_(i-1) of each lane, big-endian halves
+//
+// A kernel runs nblocks (>= 1) blocks in every lane, in place, and writes
+// state back (not ptrs: package tea sets them before every call, so that no
+// pointer past the end of a buffer is ever stored). The AVX2 kernel uses the first 8 entries of each.
+
+var laneSignature = "func(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)"
+
+// constants shared by the lane kernels.
+type laneConsts struct {
+	bswap32 Mem // VPSHUFB mask reversing the bytes of each dword
+	sums    Mem // the 16 round sums as dwords
+	even    Mem // dword indices 0, 2, ..., 30
+	odd     Mem // dword indices 1, 3, ..., 31
+	ilo     Mem // 0, 16, 1, 17, ..., 7, 23
+	ihi     Mem // 8, 24, ..., 15, 31
+}
+
+var consts laneConsts
+
+func genConsts() {
+	consts.bswap32 = GLOBL("tea_bswap32", RODATA|NOPTR)
+	for i := 0; i < 64; i++ {
+		DATA(i, U8(i&^3|(3-i&3)))
+	}
+	consts.sums = GLOBL("tea_sums", RODATA|NOPTR)
+	for i := 1; i <= 16; i++ {
+		DATA(4*(i-1), U32(sum(i)))
+	}
+	consts.even = GLOBL("tea_even", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		DATA(4*i, U32(2*i))
+	}
+	consts.odd = GLOBL("tea_odd", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		DATA(4*i, U32(2*i+1))
+	}
+	consts.ilo = GLOBL("tea_ilo", RODATA|NOPTR)
+	for j := 0; j < 8; j++ {
+		DATA(8*j, U32(j))
+		DATA(8*j+4, U32(16+j))
+	}
+	consts.ihi = GLOBL("tea_ihi", RODATA|NOPTR)
+	for j := 0; j < 8; j++ {
+		DATA(8*j, U32(8+j))
+		DATA(8*j+4, U32(24+j))
+	}
+}
+
+// sumOp returns the broadcast memory operand of the round sum c.
+func sumOp(c uint32) Mem {
+	for i := 1; i <= 16; i++ {
+		if sum(i) == c {
+			return consts.sums.Offset(4 * (i - 1))
+		}
+	}
+	panic("unknown round sum")
+}
+
+// zmmRounds emits the 32 half-rounds on v[0], v[1] (16 lanes each):
+// t op= ((s<<4)+ka) ^ (s+sum) ^ ((s>>5)+kc), the three-way XOR in one
+// VPTERNLOGD.
+func zmmRounds(v [2]reg.VecVirtual, k [4]reg.VecVirtual, rounds []halfRound, decrypt bool) {
+	for _, hr := range rounds {
+		s, t := v[hr.s], v[hr.t]
+		a, b, c := ZMM(), ZMM(), ZMM()
+		VPSLLD(U8(4), s, a)
+		VPADDD(k[hr.ka], a, a)
+		VPADDD_BCST(sumOp(hr.c), s, b)
+		VPSRLD(U8(5), s, c)
+		VPADDD(k[hr.kc], c, c)
+		VPTERNLOGD(U8(0x96), c, b, a)
+		if decrypt {
+			VPSUBD(a, t, t)
+		} else {
+			VPADDD(a, t, t)
+		}
+	}
+}
+
+func genAVX512(name string, decrypt bool) {
+	TEXT(name, NOSPLIT, laneSignature)
+	Pragma("noescape")
+	if decrypt {
+		Doc(name + " deciphers nblocks blocks in each of 16 lanes in place (AVX-512).")
+	} else {
+		Doc(name + " enciphers nblocks blocks in each of 16 lanes in place (AVX-512).")
+	}
+	kp := Load(Param("k"), GP64())
+	ptrs := Load(Param("ptrs"), GP64())
+	strides := Load(Param("strides"), GP64())
+	st := Load(Param("state"), GP64())
+	n := Load(Param("nblocks"), GP64())
+
+	var k [4]reg.VecVirtual
+	for i := range k {
+		k[i] = ZMM()
+		VPBROADCASTD(Mem{Base: kp, Disp: 4 * i}, k[i])
+	}
+	bswap, even, odd, ilo, ihi := ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
+	VMOVDQU64(consts.bswap32, bswap)
+	VMOVDQU64(consts.even, even)
+	VMOVDQU64(consts.odd, odd)
+	VMOVDQU64(consts.ilo, ilo)
+	VMOVDQU64(consts.ihi, ihi)
+	pa, pb, sa, sb := ZMM(), ZMM(), ZMM(), ZMM()
+	VMOVDQU64(Mem{Base: ptrs}, pa)
+	VMOVDQU64(Mem{Base: ptrs, Disp: 64}, pb)
+	VMOVDQU64(Mem{Base: strides}, sa)
+	VMOVDQU64(Mem{Base: strides, Disp: 64}, sb)
+	c0, c1, x0, x1 := ZMM(), ZMM(), ZMM(), ZMM()
+	VMOVDQU32(Mem{Base: st}, c0)
+	VMOVDQU32(Mem{Base: st, Disp: 64}, c1)
+	VMOVDQU32(Mem{Base: st, Disp: 128}, x0)
+	VMOVDQU32(Mem{Base: st, Disp: 192}, x1)
+	zero := GP64()
+	XORQ(zero, zero)
+	ka, kb := K(), K()
+
+	// load gathers the block at pa/pb of every lane, reverses each dword's
+	// bytes and splits the blocks into their high (b0) and low (b1) words.
+	load := func(pa, pb, b0, b1 reg.VecVirtual) {
+		la, lb := ZMM(), ZMM()
+		KXNORW(ka, ka, ka)
+		KXNORW(kb, kb, kb)
+		VPGATHERQQ(Mem{Base: zero, Index: pa, Scale: 1}, ka, la)
+		VPGATHERQQ(Mem{Base: zero, Index: pb, Scale: 1}, kb, lb)
+		VPSHUFB(bswap, la, la)
+		VPSHUFB(bswap, lb, lb)
+		VMOVDQA64(even, b0)
+		VPERMI2D(lb, la, b0)
+		VMOVDQA64(odd, b1)
+		VPERMI2D(lb, la, b1)
+	}
+	// process runs one block per lane from b0/b1 and scatters the result to
+	// pa/pb.
+	process := func(b0, b1 reg.VecVirtual) {
+		v := [2]reg.VecVirtual{ZMM(), ZMM()}
+		o0, o1 := ZMM(), ZMM() // the block to write back
+		if !decrypt {
+			// x_i = p_i ^ c_(i-1); c_i = E(x_i) ^ x_(i-1)
+			VPXORD(b0, c0, v[0])
+			VPXORD(b1, c1, v[1])
+			nx0, nx1 := ZMM(), ZMM()
+			VMOVDQA64(v[0], nx0)
+			VMOVDQA64(v[1], nx1)
+			zmmRounds(v, k, encRounds(), false)
+			VPXORD(v[0], x0, c0)
+			VPXORD(v[1], x1, c1)
+			VMOVDQA64(nx0, x0)
+			VMOVDQA64(nx1, x1)
+			VMOVDQA64(c0, o0)
+			VMOVDQA64(c1, o1)
+		} else {
+			// x_i = D(c_i ^ x_(i-1)); p_i = x_i ^ c_(i-1)
+			VPXORD(b0, x0, v[0])
+			VPXORD(b1, x1, v[1])
+			zmmRounds(v, k, decRounds(), true)
+			VPXORD(v[0], c0, o0)
+			VPXORD(v[1], c1, o1)
+			VMOVDQA64(v[0], x0)
+			VMOVDQA64(v[1], x1)
+			VMOVDQA64(b0, c0)
+			VMOVDQA64(b1, c1)
+		}
+		// Interleave back into qwords, restore byte order, scatter.
+		wa, wb := ZMM(), ZMM()
+		VMOVDQA64(ilo, wa)
+		VPERMI2D(o1, o0, wa)
+		VMOVDQA64(ihi, wb)
+		VPERMI2D(o1, o0, wb)
+		VPSHUFB(bswap, wa, wa)
+		VPSHUFB(bswap, wb, wb)
+		KXNORW(ka, ka, ka)
+		KXNORW(kb, kb, kb)
+		VPSCATTERQQ(wa, ka, Mem{Base: zero, Index: pa, Scale: 1})
+		VPSCATTERQQ(wb, kb, Mem{Base: zero, Index: pb, Scale: 1})
+	}
+
+	// Software pipeline: the next block's gather is issued before the
+	// current block's rounds, so that its latency hides behind them. The
+	// last block is peeled off so that nothing past a message is read.
+	b0, b1 := ZMM(), ZMM()
+	load(pa, pb, b0, b1)
+	DECQ(n)
+	JZ(LabelRef(name + "_last"))
+	loop := name + "_loop"
+	Label(loop)
+	na, nb := ZMM(), ZMM()
+	VPADDQ(sa, pa, na)
+	VPADDQ(sb, pb, nb)
+	n0, n1 := ZMM(), ZMM()
+	load(na, nb, n0, n1)
+	process(b0, b1)
+	VMOVDQA64(na, pa)
+	VMOVDQA64(nb, pb)
+	VMOVDQA64(n0, b0)
+	VMOVDQA64(n1, b1)
+	DECQ(n)
+	JNZ(LabelRef(loop))
+	Label(name + "_last")
+	process(b0, b1)
+
+	VMOVDQU32(c0, Mem{Base: st})
+	VMOVDQU32(c1, Mem{Base: st, Disp: 64})
+	VMOVDQU32(x0, Mem{Base: st, Disp: 128})
+	VMOVDQU32(x1, Mem{Base: st, Disp: 192})
+	VZEROUPPER()
+	RET()
+}
