@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // yamux wire constants (hashicorp/yamux spec.md).
@@ -12,6 +13,7 @@ const (
 	protoVersion     = 0
 	typeData         = 0
 	typeWindowUpdate = 1
+	typePing         = 2
 
 	flagSYN = 1
 	flagACK = 2
@@ -20,6 +22,12 @@ const (
 
 	// maxPendingRST bounds the reset frames waiting for a frame boundary.
 	maxPendingRST = 4096
+
+	// maxPendingPings bounds the peer's pings that yamux is answering: yamux
+	// starts a goroutine per ping request, each waiting up to
+	// ConnectionWriteTimeout to send its answer. Requests beyond this are
+	// dropped (their SYN flag cleared, which yamux ignores).
+	maxPendingPings = 64
 )
 
 // frameConn is the connection handed to yamux. It understands yamux's framing
@@ -58,11 +66,15 @@ type frameConn struct {
 	closed   bool
 	wg       sync.WaitGroup
 
+	// Ping requests received and not yet answered.
+	pings atomic.Int32
+
 	// Read side.
 	rcarry  [FrameHeaderSize]byte // a header split across reads
 	rcarryN int
 	rout    []byte // bytes ready for the caller (a header read aside)
 	rleft   int    // body bytes of the current inbound frame
+	rerr    error  // error to return once rout is delivered
 }
 
 func newFrameConn(conn net.Conn, tr *tracker, maxHold int) *frameConn {
@@ -118,7 +130,7 @@ func (c *frameConn) Write(p []byte) (int, error) {
 			// A whole frame at the start of p goes out as it is.
 			if len(p) >= FrameHeaderSize {
 				if n := FrameHeaderSize + bodyLen(p); len(p) >= n {
-					c.tr.frame(p[:FrameHeaderSize], true)
+					c.sent(p[:FrameHeaderSize])
 					if err := c.writeLocked(p[:n]); err != nil {
 						return 0, err
 					}
@@ -135,7 +147,7 @@ func (c *frameConn) Write(p []byte) (int, error) {
 		}
 		c.whdrN = 0
 		h := c.whdr[:]
-		c.tr.frame(h, true)
+		c.sent(h)
 		switch body := bodyLen(h); {
 		case body == 0:
 			if err := c.writeLocked(h); err != nil {
@@ -153,6 +165,15 @@ func (c *frameConn) Write(p []byte) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// sent accounts for a header yamux writes.
+func (c *frameConn) sent(h []byte) {
+	if h[0] == protoVersion && h[1] == typePing && binary.BigEndian.Uint16(h[2:4])&flagACK != 0 {
+		c.pings.Add(-1)
+		return
+	}
+	c.tr.frame(h, true)
 }
 
 // endFrameLocked completes the current frame and sends queued resets.
@@ -245,6 +266,9 @@ func (c *frameConn) Read(p []byte) (int, error) {
 		c.rout = c.rout[n:]
 		return n, nil
 	}
+	if c.rerr != nil {
+		return 0, c.rerr
+	}
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -255,7 +279,13 @@ func (c *frameConn) Read(p []byte) (int, error) {
 				n, err := c.Conn.Read(c.rcarry[c.rcarryN:])
 				c.rcarryN += n
 				if err != nil && c.rcarryN < FrameHeaderSize {
-					return 0, err
+					// the session ends: deliver what there is, then err
+					c.rerr = err
+					c.rout = c.rcarry[:c.rcarryN]
+					c.rcarryN = 0
+					n := copy(p, c.rout)
+					c.rout = c.rout[n:]
+					return n, nil
 				}
 			}
 			c.rcarryN = 0
@@ -268,8 +298,13 @@ func (c *frameConn) Read(p []byte) (int, error) {
 		c.rcarryN = 0
 		n, err := c.Conn.Read(p[k:])
 		end := c.scan(p[:n+k])
-		if end > 0 || err != nil {
-			return end, err
+		if err != nil {
+			// the session ends: deliver everything, a cut header included
+			c.rcarryN = 0
+			return n + k, err
+		}
+		if end > 0 {
+			return end, nil
 		}
 	}
 }
@@ -299,10 +334,17 @@ func (c *frameConn) scan(b []byte) int {
 // inspect handles one inbound header, possibly clearing its SYN flag.
 func (c *frameConn) inspect(h []byte) {
 	c.rleft = bodyLen(h)
-	if h[0] != protoVersion || h[1] > typeWindowUpdate {
+	if h[0] != protoVersion || h[1] > typePing {
 		return
 	}
 	flags := binary.BigEndian.Uint16(h[2:4])
+	if h[1] == typePing {
+		if flags&flagSYN != 0 && c.pings.Add(1) > maxPendingPings {
+			c.pings.Add(-1)
+			binary.BigEndian.PutUint16(h[2:4], flags&^flagSYN)
+		}
+		return
+	}
 	if flags&flagSYN != 0 {
 		id := binary.BigEndian.Uint32(h[4:8])
 		if !c.tr.admitInbound(id) {
@@ -508,6 +550,15 @@ func (t *tracker) removeLocked(id uint32, st uint8) {
 		t.unacked--
 	}
 	delete(t.live, id)
+}
+
+// finReceived reports whether the peer ended stream id: its FIN arrived, or
+// the stream is gone (after FINs both ways or a reset).
+func (t *tracker) finReceived(id uint32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, ok := t.live[id]
+	return !ok || st&stFinRecv != 0
 }
 
 func (t *tracker) count() int {

@@ -162,8 +162,8 @@ func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
 }
 
 // Close closes the session and its connection. Streams fail with
-// ErrSessionClosed (reads return io.EOF once buffered data is consumed, as
-// yamux does). Close waits for the session's goroutines and is idempotent.
+// ErrSessionClosed (reads once buffered data is consumed). Close waits for the
+// session's goroutines and is idempotent.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	s.closed = true

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -386,7 +387,7 @@ func TestCloseWithStreamsOpen(t *testing.T) {
 		wg.Wait()
 		close(errs)
 		for err := range errs {
-			if err != io.EOF && !errors.Is(err, ErrSessionClosed) {
+			if !errors.Is(err, ErrSessionClosed) {
 				t.Errorf("stream error after Close = %v", err)
 			}
 		}
@@ -646,4 +647,59 @@ func TestOpenStreamWaitsForAcks(t *testing.T) {
 	}
 	st.Close()
 	waitFor(t, "abandoned stream to be freed", func() bool { return c.NumStreams() == 3 && s.NumStreams() == 3 })
+}
+
+// TestStreamEOFvsSessionLoss checks that a stream ended by the peer reads
+// io.EOF, while a stream cut by the loss of the session reads
+// ErrSessionClosed.
+func TestStreamEOFvsSessionLoss(t *testing.T) {
+	a, b := tcpPair(t)
+	c, s := sessionPair(t, a, b, nil, nil)
+	ctx := context.Background()
+	ended, _ := c.OpenStream(ctx)
+	cut, _ := c.OpenStream(ctx)
+	ended.Write([]byte("a"))
+	cut.Write([]byte("b"))
+	sEnded, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sCut, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended.CloseWrite()
+	if got, err := io.ReadAll(sEnded); err != nil || string(got) != "a" {
+		t.Fatalf("ended stream: %q, %v", got, err)
+	}
+	a.Close() // the connection dies
+	got, err := io.ReadAll(sCut)
+	if string(got) != "b" || !errors.Is(err, ErrSessionClosed) {
+		t.Fatalf("cut stream: %q, %v; want ErrSessionClosed", got, err)
+	}
+}
+
+// TestPingFlood checks that a peer sending ping requests without reading the
+// answers cannot make yamux start a goroutine per ping.
+func TestPingFlood(t *testing.T) {
+	a, b := net.Pipe()
+	s, err := Server(a, &Config{KeepAliveInterval: -1, ConnectionWriteTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := runtime.NumGoroutine()
+	var flood []byte
+	for i := range 2000 {
+		flood = append(flood, hdr(typePing, flagSYN, 0, uint32(i))...)
+	}
+	if _, err := b.Write(flood); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if g := runtime.NumGoroutine() - base; g > 64+8 {
+		t.Fatalf("%d goroutines after a ping flood", g)
+	}
+	go io.Copy(io.Discard, b) // let the answers drain
+	s.Close()
+	b.Close()
 }

@@ -45,13 +45,21 @@ func (st *Stream) StreamID() uint32 { return st.ys.StreamID() }
 
 // Read reads data. It returns io.EOF after the peer closed its write side and
 // all data was read, ErrStreamReset after a reset, ErrStreamClosed after
-// Close, and ErrTimeout when the read deadline passes.
+// Close, ErrSessionClosed when the session ended without the peer closing the
+// stream, and ErrTimeout when the read deadline passes.
 func (st *Stream) Read(p []byte) (int, error) {
 	if err := st.localErr(); err != nil {
 		return 0, err
 	}
 	n, err := st.ys.Read(p)
-	if err != nil && err != io.EOF {
+	switch {
+	case err == io.EOF:
+		// yamux also reports io.EOF when the session dies under the stream;
+		// only the peer's end of stream is a clean EOF.
+		if st.s.ys.IsClosed() && !st.s.tr.finReceived(st.ys.StreamID()) {
+			err = ErrSessionClosed
+		}
+	case err != nil:
 		err = st.mapErr(err)
 	}
 	return n, err
