@@ -1,0 +1,412 @@
+package secio
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tendril-p2p/tendril/cipher/aead"
+)
+
+func TestRoundTripAllSuites(t *testing.T) {
+	for _, tr := range transports {
+		for _, kex := range []KeyExchange{X25519, P256} {
+			for _, s := range []aead.Suite{aead.AES128GCM, aead.AES256GCM, aead.ChaCha20Poly1305} {
+				t.Run(fmt.Sprintf("%s/%s/%s", tr.name, kex, s), func(t *testing.T) {
+					ca, cb := testConfig("a"), testConfig("b")
+					ca.Ciphers = []aead.Suite{s}
+					ca.KeyExchanges = []KeyExchange{kex}
+					cb.KeyExchanges = []KeyExchange{P256, X25519}
+					sa, sb := securePair(t, tr, ca, cb)
+					if sa.Suite() != s || sb.Suite() != s {
+						t.Fatalf("suite %s/%s, want %s", sa.Suite(), sb.Suite(), s)
+					}
+					if sa.KeyExchange() != kex || sb.KeyExchange() != kex {
+						t.Fatalf("kex %s/%s, want %s", sa.KeyExchange(), sb.KeyExchange(), kex)
+					}
+					if sa.RemotePeer() != cb.PrivateKey.PeerID() || sb.RemotePeer() != ca.PrivateKey.PeerID() {
+						t.Fatal("remote peer IDs wrong")
+					}
+					if sa.LocalPeer() != ca.PrivateKey.PeerID() || !sa.Secure() || !sb.RemotePublicKey().Equal(ca.PrivateKey.Public()) {
+						t.Fatal("local identity wrong")
+					}
+					exchangeData(t, sa, sb, []int{0, 1, 15, 16, 17, 1000, 64 << 10, 3<<20 + 7})
+				})
+			}
+		}
+	}
+}
+
+// exchangeData writes each size in both directions at once and checks the
+// bytes read.
+func exchangeData(t *testing.T, a, b *Conn, sizes []int) {
+	t.Helper()
+	for _, n := range sizes {
+		msgA := make([]byte, n)
+		msgB := make([]byte, n)
+		rand.Read(msgA)
+		rand.Read(msgB)
+		errc := make(chan error, 2)
+		go func() { _, err := a.Write(msgA); errc <- err }()
+		go func() { _, err := b.Write(msgB); errc <- err }()
+		gotB, err := readN(b, n)
+		if err != nil {
+			t.Fatalf("size %d: b read: %v", n, err)
+		}
+		gotA, err := readN(a, n)
+		if err != nil {
+			t.Fatalf("size %d: a read: %v", n, err)
+		}
+		for range 2 {
+			if err := <-errc; err != nil {
+				t.Fatalf("size %d: write: %v", n, err)
+			}
+		}
+		if !bytes.Equal(gotB, msgA) || !bytes.Equal(gotA, msgB) {
+			t.Fatalf("size %d: data corrupted", n)
+		}
+	}
+}
+
+// countingConn counts Write calls on the underlying connection.
+type countingConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes int
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *countingConn) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+func TestOneFramePerWrite(t *testing.T) {
+	a, b := tcpPair(t)
+	ca := &countingConn{Conn: a}
+	cfgA, cfgB := testConfig("a"), testConfig("b")
+	cfgA.MaxFrameSize = 4096
+	sa, sb, errA, errB := handshakePair(ca, b, cfgA, cfgB)
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	defer sa.Close()
+	defer sb.Close()
+	base := ca.count()
+	for _, n := range []int{1, 12, 100, 4096} {
+		if _, err := sa.Write(make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		if got := ca.count() - base; got != 1 {
+			t.Fatalf("Write(%d) made %d writes, want 1", n, got)
+		}
+		base = ca.count()
+		if _, err := readN(sb, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Larger than the frame size: split into ceil(n/4096) frames.
+	go sa.Write(make([]byte, 4096*3+1))
+	if _, err := readN(sb, 4096*3+1); err != nil {
+		t.Fatal(err)
+	}
+	if got := ca.count() - base; got != 4 {
+		t.Fatalf("Write(12289) made %d writes, want 4", got)
+	}
+	// The server's larger MaxFrameSize is capped by the client's 4096.
+	if sb.out.maxLen != 4096 || sa.out.maxLen != 4096 {
+		t.Fatalf("send limits %d/%d, want 4096", sa.out.maxLen, sb.out.maxLen)
+	}
+}
+
+func TestSmallReadsAndManyFrames(t *testing.T) {
+	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	var want bytes.Buffer
+	go func() {
+		for i := range 2000 {
+			msg := []byte(fmt.Sprintf("frame %d;", i))
+			sa.Write(msg)
+		}
+	}()
+	for i := range 2000 {
+		fmt.Fprintf(&want, "frame %d;", i)
+	}
+	got := make([]byte, 0, want.Len())
+	buf := make([]byte, 3) // smaller than every frame
+	for len(got) < want.Len() {
+		n, err := sb.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatal("stream corrupted")
+	}
+}
+
+func TestConcurrentReadWrite(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			sa, sb := securePair(t, tr, testConfig("a"), testConfig("b"))
+			const total = 4 << 20
+			var wg sync.WaitGroup
+			check := func(c *Conn, seed byte) {
+				defer wg.Done()
+				buf := make([]byte, 7777)
+				var pos int
+				for pos < total {
+					n, err := c.Read(buf)
+					if err != nil {
+						t.Errorf("read: %v", err)
+						return
+					}
+					for i := range n {
+						if buf[i] != byte(pos+i)^seed {
+							t.Errorf("byte %d wrong", pos+i)
+							return
+						}
+					}
+					pos += n
+				}
+			}
+			send := func(c *Conn, seed byte) {
+				defer wg.Done()
+				chunk := make([]byte, 10007)
+				for pos := 0; pos < total; {
+					n := min(len(chunk), total-pos)
+					for i := range n {
+						chunk[i] = byte(pos+i) ^ seed
+					}
+					if _, err := c.Write(chunk[:n]); err != nil {
+						t.Errorf("write: %v", err)
+						return
+					}
+					pos += n
+				}
+			}
+			wg.Add(4)
+			go send(sa, 1)
+			go send(sb, 2)
+			go check(sb, 1)
+			go check(sa, 2)
+			wg.Wait()
+		})
+	}
+}
+
+func TestCloseIdempotentAndErrors(t *testing.T) {
+	sa, sb := securePair(t, transports[0], testConfig("a"), testConfig("b"))
+	if err := sa.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sa.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Write after Close: %v", err)
+	}
+	if _, err := sa.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read after Close: %v", err)
+	}
+	// The peer sees a clean EOF at a frame boundary.
+	if _, err := sb.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("peer Read: %v, want io.EOF", err)
+	}
+}
+
+func TestReadDeadlineRecoverable(t *testing.T) {
+	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	sb.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	_, err := sb.Read(make([]byte, 10))
+	if !isTimeout(err) {
+		t.Fatalf("Read: %v, want timeout", err)
+	}
+	// Half a frame arrives, then the deadline passes, then the rest.
+	raw := sa.NetConn()
+	sa.out.mu.Lock()
+	frame := sealForTest(t, sa, []byte("hello, world"))
+	sa.out.mu.Unlock()
+	raw.Write(frame[:7])
+	sb.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := sb.Read(make([]byte, 10)); !isTimeout(err) {
+		t.Fatalf("Read: %v, want timeout", err)
+	}
+	raw.Write(frame[7:])
+	sb.SetReadDeadline(time.Time{})
+	got, err := readN(sb, 12)
+	if err != nil || string(got) != "hello, world" {
+		t.Fatalf("after timeout: %q, %v", got, err)
+	}
+}
+
+// sealForTest builds the next frame c would send for p, advancing c's
+// counter (the caller holds c.out.mu).
+func sealForTest(t testing.TB, c *Conn, p []byte) []byte {
+	t.Helper()
+	nonce, err := c.out.ctr.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := make([]byte, 4, 4+len(p)+16)
+	f[3] = byte(len(p) + 16)
+	f[2] = byte((len(p) + 16) >> 8)
+	return c.out.aead.Seal(f, nonce, p, f[:4])
+}
+
+func TestNonceCounter(t *testing.T) {
+	var c counter
+	n, _ := c.next()
+	if !bytes.Equal(n, make([]byte, 12)) {
+		t.Fatalf("first nonce %x", n)
+	}
+	n, _ = c.next()
+	if n[11] != 1 {
+		t.Fatalf("second nonce %x", n)
+	}
+	c.n = [12]byte{0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	c.next()
+	if c.n != [12]byte{0, 0, 0, 1} {
+		t.Fatalf("carry: %x", c.n)
+	}
+	for i := range c.n {
+		c.n[i] = 0xff
+	}
+	c.n[11] = 0xfe
+	if _, err := c.next(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.next(); err != nil || !bytes.Equal(n, bytes.Repeat([]byte{0xff}, 12)) {
+		t.Fatalf("last nonce %x, %v", n, err)
+	}
+	if _, err := c.next(); !errors.Is(err, ErrNonceExhausted) {
+		t.Fatalf("after wrap: %v", err)
+	}
+}
+
+func TestNonceExhaustedEndsConn(t *testing.T) {
+	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	for i := range sa.out.ctr.n {
+		sa.out.ctr.n[i] = 0xff
+	}
+	if _, err := sa.Write([]byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sa.Write([]byte("one more")); !errors.Is(err, ErrNonceExhausted) {
+		t.Fatalf("Write: %v", err)
+	}
+	if _, err := sa.Write([]byte("again")); !errors.Is(err, ErrNonceExhausted) {
+		t.Fatalf("sticky: %v", err)
+	}
+	for i := range sb.in.ctr.n {
+		sb.in.ctr.n[i] = 0xff
+	}
+	if got, err := readN(sb, 4); err != nil || string(got) != "last" {
+		t.Fatalf("read: %q %v", got, err)
+	}
+}
+
+func TestFlippedBitInDataFrame(t *testing.T) {
+	const msg = "attack at dawn, bring coffee"
+	frameLen := 4 + len(msg) + 16
+	for off := range frameLen {
+		for _, bit := range []byte{0x01, 0x80} {
+			sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+			sa.out.mu.Lock()
+			f := sealForTest(t, sa, []byte(msg))
+			sa.out.mu.Unlock()
+			f[off] ^= bit
+			go func() {
+				sa.NetConn().Write(f)
+				sa.NetConn().(*net.TCPConn).CloseWrite()
+			}()
+			buf := make([]byte, 100)
+			n, err := sb.Read(buf)
+			if n != 0 || err == nil {
+				t.Fatalf("offset %d: Read %d bytes, %v", off, n, err)
+			}
+			if off >= 4 && !errors.Is(err, ErrAuthFailed) {
+				t.Fatalf("offset %d: %v, want ErrAuthFailed", off, err)
+			}
+			// Sticky: later reads return the error too.
+			if _, err2 := sb.Read(buf); err2 == nil {
+				t.Fatalf("offset %d: second Read succeeded", off)
+			}
+		}
+	}
+}
+
+func TestOversizeLengthPrefix(t *testing.T) {
+	cfgB := testConfig("b")
+	cfgB.MaxFrameSize = 2048
+	sa, sb := securePair(t, transports[1], testConfig("a"), cfgB)
+	// 2048+16 is accepted, one more is not; nothing is allocated for it.
+	sa.NetConn().Write([]byte{0, 0, 0x08, 0x11})
+	_, err := sb.Read(make([]byte, 10))
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("Read: %v, want ErrFrameTooLarge", err)
+	}
+	if cap(sb.in.buf) > 64<<10 {
+		t.Fatalf("read buffer grew to %d", cap(sb.in.buf))
+	}
+	sa2, sb2 := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	_ = sa2
+	sa2.NetConn().Write([]byte{0xff, 0xff, 0xff, 0xff})
+	if _, err := sb2.Read(make([]byte, 10)); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("Read: %v, want ErrFrameTooLarge", err)
+	}
+}
+
+func TestTruncatedFrame(t *testing.T) {
+	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	sa.out.mu.Lock()
+	f := sealForTest(t, sa, []byte("0123456789"))
+	sa.out.mu.Unlock()
+	sa.NetConn().Write(f[:len(f)-1])
+	sa.NetConn().(*net.TCPConn).CloseWrite()
+	_, err := sb.Read(make([]byte, 100))
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("Read: %v, want io.ErrUnexpectedEOF", err)
+	}
+	// Cut inside the length prefix.
+	sa2, sb2 := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	sa2.NetConn().Write([]byte{0, 0})
+	sa2.NetConn().(*net.TCPConn).CloseWrite()
+	if _, err := sb2.Read(make([]byte, 100)); err != io.ErrUnexpectedEOF {
+		t.Fatalf("Read: %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+func TestReadSteadyStateAllocs(t *testing.T) {
+	c1, c2 := newBufPair()
+	a, b := rawPair(t, c1, c2, aead.AES128GCM)
+	msg := make([]byte, 16<<10)
+	buf := make([]byte, 16<<10)
+	small := make([]byte, 100)
+	// Warm up buffers.
+	a.Write(msg)
+	io.ReadFull(b, buf)
+	allocs := testing.AllocsPerRun(100, func() {
+		a.Write(msg)
+		io.ReadFull(b, buf)
+		a.Write(msg[:100])
+		io.ReadFull(b, small[:50])
+		io.ReadFull(b, small[:50])
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per Write+Read", allocs)
+	}
+}

@@ -1,0 +1,590 @@
+package secio
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tendril-p2p/tendril/cipher/aead"
+)
+
+// handshakeLens returns the byte lengths of the Propose, Exchange and
+// Confirm that a side with default settings sends.
+func handshakeLens(t *testing.T, cfg *Config) [3]int {
+	t.Helper()
+	var rec recorder
+	a, b := net.Pipe()
+	ra := &recordConn{Conn: a, rec: &rec}
+	sa, sb, errA, errB := handshakePair(ra, b, cfg, testConfig("b"))
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	sa.Close()
+	sb.Close()
+	if len(rec.writes) != 3 {
+		t.Fatalf("%d handshake writes, want 3", len(rec.writes))
+	}
+	return [3]int{len(rec.writes[0]), len(rec.writes[1]), len(rec.writes[2])}
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+// recordConn records every Write.
+type recordConn struct {
+	net.Conn
+	rec *recorder
+}
+
+func (c *recordConn) Write(p []byte) (int, error) {
+	c.rec.mu.Lock()
+	c.rec.writes = append(c.rec.writes, bytes.Clone(p))
+	c.rec.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func TestFlippedBitInHandshake(t *testing.T) {
+	lens := handshakeLens(t, testConfig("a"))
+	total := lens[0] + lens[1] + lens[2]
+	for _, dir := range []string{"a->b", "b->a"} {
+		for off := range total {
+			bit := byte(1) << (off % 8)
+			flip := func(o int, b byte) int {
+				if o == off {
+					return int(b ^ bit)
+				}
+				return int(b)
+			}
+			editAB, editBA := flip, noEdit
+			if dir == "b->a" {
+				editAB, editBA = noEdit, flip
+			}
+			// A length prefix made larger leaves both sides waiting for
+			// bytes that never come: the handshake timeout ends it.
+			ca, cb := testConfig("a"), testConfig("b")
+			ca.HandshakeTimeout, cb.HandshakeTimeout = 250*time.Millisecond, 250*time.Millisecond
+			_, _, errA, errB := mitmHandshake(t, ca, cb, editAB, editBA)
+			recvErr, sendErr := errB, errA
+			if dir == "b->a" {
+				recvErr, sendErr = errA, errB
+			}
+			if recvErr == nil {
+				t.Fatalf("%s offset %d: receiver accepted a modified handshake", dir, off)
+			}
+			if off < lens[0]+lens[1] && sendErr == nil {
+				t.Fatalf("%s offset %d: sender completed the handshake (receiver: %v)", dir, off, recvErr)
+			}
+			if off >= lens[0]+lens[1]+4 && !errors.Is(recvErr, ErrAuthFailed) {
+				t.Fatalf("%s offset %d (confirm): %v, want ErrAuthFailed", dir, off, recvErr)
+			}
+		}
+	}
+}
+
+func TestTruncatedHandshake(t *testing.T) {
+	lens := handshakeLens(t, testConfig("a"))
+	total := lens[0] + lens[1] + lens[2]
+	for off := 0; off < total; off++ {
+		cut := func(o int, b byte) int {
+			if o == off {
+				return -1
+			}
+			return int(b)
+		}
+		_, _, errA, errB := mitmHandshake(t, testConfig("a"), testConfig("b"), cut, noEdit)
+		if !errors.Is(errB, io.ErrUnexpectedEOF) {
+			t.Fatalf("cut at %d: server error %v, want io.ErrUnexpectedEOF", off, errB)
+		}
+		if off < lens[0]+lens[1] && errA == nil {
+			t.Fatalf("cut at %d: client completed", off)
+		}
+		var he *HandshakeError
+		if !errors.As(errB, &he) || he.Step == "" {
+			t.Fatalf("cut at %d: %v has no step", off, errB)
+		}
+	}
+}
+
+func TestReplayedExchange(t *testing.T) {
+	// Record the server's Exchange in one session...
+	var rec recorder
+	a, b := net.Pipe()
+	rb := &recordConn{Conn: b, rec: &rec}
+	sa, sb, errA, errB := handshakePair(a, rb, testConfig("a"), testConfig("b"))
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	sa.Close()
+	sb.Close()
+	proposeLen := len(rec.writes[0])
+	oldExchange := rec.writes[1]
+	// ...and substitute it in the next one.
+	replay := func(o int, c byte) int {
+		if o >= proposeLen && o < proposeLen+len(oldExchange) {
+			return int(oldExchange[o-proposeLen])
+		}
+		return int(c)
+	}
+	_, _, errA, errB = mitmHandshake(t, testConfig("a"), testConfig("b"), noEdit, replay)
+	if errA == nil || errB == nil {
+		t.Fatalf("replayed Exchange accepted: client %v, server %v", errA, errB)
+	}
+	if !errors.Is(errA, ErrAuthFailed) {
+		t.Fatalf("client: %v, want ErrAuthFailed", errA)
+	}
+}
+
+func TestHandshakeNegotiation(t *testing.T) {
+	cases := []struct {
+		name       string
+		a, b       []aead.Suite
+		ka, kb     []KeyExchange
+		wantErr    error
+		wantSuites []aead.Suite // acceptable results
+	}{
+		{"no common cipher", []aead.Suite{aead.AES128GCM}, []aead.Suite{aead.ChaCha20Poly1305}, nil, nil, ErrNoCommonSuite, nil},
+		{"no common kex", nil, nil, []KeyExchange{X25519}, []KeyExchange{P256}, ErrNoCommonSuite, nil},
+		{"one common", []aead.Suite{aead.AES128GCM, aead.AES256GCM}, []aead.Suite{aead.ChaCha20Poly1305, aead.AES256GCM}, nil, nil, nil, []aead.Suite{aead.AES256GCM}},
+		{"opposite orders", []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}, []aead.Suite{aead.ChaCha20Poly1305, aead.AES128GCM}, nil, nil, nil, []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ca, cb := testConfig("a"), testConfig("b")
+			ca.Ciphers, cb.Ciphers = tc.a, tc.b
+			ca.KeyExchanges, cb.KeyExchanges = tc.ka, tc.kb
+			a, b := net.Pipe()
+			sa, sb, errA, errB := handshakePair(a, b, ca, cb)
+			if tc.wantErr != nil {
+				if !errors.Is(errA, tc.wantErr) || !errors.Is(errB, tc.wantErr) {
+					t.Fatalf("errors %v / %v, want %v", errA, errB, tc.wantErr)
+				}
+				var nc *NoCommonSuiteError
+				if !errors.As(errA, &nc) || len(nc.Local) == 0 || len(nc.Remote) == 0 {
+					t.Fatalf("error %v does not name both lists", errA)
+				}
+				if !strings.Contains(errA.Error(), "local [") || !strings.Contains(errA.Error(), "remote [") {
+					t.Fatalf("message %q", errA)
+				}
+				return
+			}
+			if errA != nil || errB != nil {
+				t.Fatal(errA, errB)
+			}
+			defer sa.Close()
+			defer sb.Close()
+			if sa.Suite() != sb.Suite() {
+				t.Fatalf("sides disagree: %s vs %s", sa.Suite(), sb.Suite())
+			}
+			found := false
+			for _, s := range tc.wantSuites {
+				found = found || s == sa.Suite()
+			}
+			if !found {
+				t.Fatalf("suite %s", sa.Suite())
+			}
+		})
+	}
+}
+
+// The winner's preference order is the one used, consistently with the
+// order hashes.
+func TestPreferenceOrder(t *testing.T) {
+	wins := map[bool]int{}
+	for i := range 20 {
+		ca, cb := testConfig("a"), testConfig("b")
+		ca.Ciphers = []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}
+		cb.Ciphers = []aead.Suite{aead.ChaCha20Poly1305, aead.AES128GCM}
+		ca.Rand = newDetRand("order a " + string(rune('a'+i)))
+		cb.Rand = newDetRand("order b " + string(rune('a'+i)))
+		// Predict from the nonces the Rand will produce.
+		var na, nb [NonceSize]byte
+		newDetRand("order a " + string(rune('a'+i))).Read(na[:])
+		newDetRand("order b " + string(rune('a'+i))).Read(nb[:])
+		h1 := orderHash(cb.PrivateKey.pub.key, na[:])
+		h2 := orderHash(ca.PrivateKey.pub.key, nb[:])
+		aWins := bytes.Compare(h1[:], h2[:]) > 0
+		wins[aWins]++
+		a, b := net.Pipe()
+		sa, sb, errA, errB := handshakePair(a, b, ca, cb)
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		want := aead.ChaCha20Poly1305
+		if aWins {
+			want = aead.AES128GCM
+		}
+		if sa.Suite() != want || sb.Suite() != want {
+			t.Fatalf("run %d: suite %s, want %s", i, sa.Suite(), want)
+		}
+		sa.Close()
+		sb.Close()
+	}
+	if wins[true] == 0 || wins[false] == 0 {
+		t.Fatalf("20 runs did not exercise both orders: %v", wins)
+	}
+}
+
+// countingRand counts bytes read.
+type countingRand struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (r *countingRand) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	r.n += len(p)
+	r.mu.Unlock()
+	return rand.Read(p)
+}
+
+func TestExpectedPeer(t *testing.T) {
+	ca, cb := testConfig("a"), testConfig("b")
+	cr := &countingRand{}
+	ca.Rand = cr
+	ca.ExpectedPeer = testKey("c").PeerID()
+	a, b := net.Pipe()
+	_, _, errA, errB := handshakePair(a, b, ca, cb)
+	if !errors.Is(errA, ErrPeerIDMismatch) {
+		t.Fatalf("client: %v, want ErrPeerIDMismatch", errA)
+	}
+	if errB == nil {
+		t.Fatal("server completed")
+	}
+	// Only the Propose nonce was drawn: no ephemeral key was made.
+	if cr.n != NonceSize {
+		t.Fatalf("client read %d random bytes, want %d (no key work)", cr.n, NonceSize)
+	}
+	if !strings.Contains(errA.Error(), testKey("b").PeerID().String()) {
+		t.Fatalf("error %q does not name the peer", errA)
+	}
+	ca.ExpectedPeer = testKey("b").PeerID()
+	ca.Rand = nil
+	sa, sb := securePair(t, transports[0], ca, cb)
+	if sa.RemotePeer() != ca.ExpectedPeer {
+		t.Fatal("wrong peer")
+	}
+	_ = sb
+}
+
+func TestSelfDial(t *testing.T) {
+	a, b := net.Pipe()
+	_, _, errA, errB := handshakePair(a, b, testConfig("a"), testConfig("a"))
+	if !errors.Is(errA, ErrSelfDial) || !errors.Is(errB, ErrSelfDial) {
+		t.Fatalf("errors %v / %v, want ErrSelfDial", errA, errB)
+	}
+	// A Propose reflected back to its sender.
+	x, y := net.Pipe()
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := y.Read(buf)
+			if err != nil {
+				return
+			}
+			if _, err := y.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}()
+	_, err := Client(context.Background(), x, testConfig("a"))
+	if !errors.Is(err, ErrSelfDial) {
+		t.Fatalf("reflected: %v, want ErrSelfDial", err)
+	}
+	y.Close()
+}
+
+func TestHandshakeTimeout(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	go io.Copy(io.Discard, b) // a silent peer
+	cfg := testConfig("a")
+	cfg.HandshakeTimeout = 100 * time.Millisecond
+	start := time.Now()
+	_, err := Client(context.Background(), a, cfg)
+	if !errors.Is(err, ErrHandshakeTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v, want ErrHandshakeTimeout", err)
+	}
+	var to interface{ Timeout() bool }
+	if !errors.As(err, &to) || !to.Timeout() {
+		t.Fatalf("%v: Timeout() not true", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	// The connection was closed.
+	if _, err := a.Write([]byte{1}); err == nil {
+		t.Fatal("conn still open")
+	}
+}
+
+func TestHandshakeContextCancel(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	go io.Copy(io.Discard, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err := Server(ctx, a, testConfig("a"))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v, want context.Canceled", err)
+	}
+	if errors.Is(err, ErrHandshakeTimeout) {
+		t.Fatal("cancellation reported as timeout")
+	}
+	// Already cancelled.
+	c, d := net.Pipe()
+	defer d.Close()
+	if _, err := Client(ctx, c, testConfig("a")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v, want context.Canceled", err)
+	}
+}
+
+// rawPeer sends raw bytes as the remote side and returns the local error.
+func rawPeer(t *testing.T, data []byte) error {
+	t.Helper()
+	a, b := net.Pipe()
+	defer b.Close()
+	go func() {
+		b.Write(data)
+		io.Copy(io.Discard, b)
+	}()
+	cfg := testConfig("a")
+	cfg.HandshakeTimeout = time.Second
+	_, err := Client(context.Background(), a, cfg)
+	if err == nil {
+		t.Fatal("handshake succeeded")
+	}
+	return err
+}
+
+func TestMalformedPropose(t *testing.T) {
+	valid := (&propose{version: 1, pubKey: testKey("b").pub.key, maxFrame: 1 << 20,
+		kexes: []KeyExchange{X25519}, ciphers: []aead.Suite{aead.AES128GCM}}).marshal()
+	mod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(valid)) }
+	cases := map[string]struct {
+		data []byte
+		want error
+	}{
+		"oversize length": {[]byte{0, 0, 0x10, 0x01}, ErrInvalidMessage},
+		"huge length":     {[]byte{0xff, 0xff, 0xff, 0xff}, ErrInvalidMessage},
+		"zero length":     {[]byte{0, 0, 0, 0}, ErrInvalidMessage},
+		"http":            {[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ErrInvalidMessage},
+		"wrong type":      {mod(func(b []byte) []byte { b[4] = msgExchange; return b }), ErrInvalidMessage},
+		"version 0":       {mod(func(b []byte) []byte { b[5], b[6] = 0, 0; return b }), ErrUnsupportedVersion},
+		"key type":        {mod(func(b []byte) []byte { b[23] = 2; return b }), ErrInvalidMessage},
+		"key length":      {mod(func(b []byte) []byte { b[25] = 31; return b }), ErrInvalidMessage},
+		"trailing":        {mod(func(b []byte) []byte { b[3]++; return append(b, 0) }), ErrInvalidMessage},
+		"no ciphers": {mod(func(b []byte) []byte {
+			// drop the cipher list (count 1, one code) and fix the length.
+			n := len(b)
+			b = append(b[:n-4], 0, 0, 0)
+			b[3] -= 1
+			return b
+		}), ErrInvalidMessage},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := rawPeer(t, tc.data)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("%v, want %v", err, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "secio: handshake: ") {
+				t.Fatalf("message %q", err)
+			}
+		})
+	}
+	// Random garbage.
+	for range 50 {
+		g := make([]byte, 300)
+		rand.Read(g)
+		g[0] = 0
+		g[1] = 0
+		g[2] = 0
+		err := rawPeer(t, g)
+		if !errors.Is(err, ErrInvalidMessage) && !errors.Is(err, ErrUnsupportedVersion) {
+			t.Fatalf("garbage: %v", err)
+		}
+	}
+}
+
+// evilPeer runs the handshake steps by hand so that the Confirm can be
+// tampered with while being correctly encrypted.
+func evilPeer(t *testing.T, conn net.Conn, tamper func(hs *handshakeState, nonce *[NonceSize]byte, sig []byte) []byte) {
+	t.Helper()
+	rc, _ := testConfig("b").resolve()
+	hs := &handshakeState{c: newConn(conn), cfg: rc}
+	if err := hs.run1(); err != nil {
+		t.Error(err)
+		return
+	}
+	local, _ := hs.roles()
+	nonce := hs.remote.nonce
+	sig := hs.cfg.key.Sign(signedMessage(local, hs.transcript))
+	sig = tamper(hs, &nonce, sig)
+	msg := appendConfirm(nil, nonce, sig)
+	hs.c.out.writeFrame(conn, msg)
+	io.Copy(io.Discard, conn)
+}
+
+// run1 is run without the Confirm step.
+func (hs *handshakeState) run1() error {
+	hs.c.in.maxLen = hs.cfg.maxFrame + maxOverhead
+	if err := hs.makePropose(); err != nil {
+		return err
+	}
+	if err := hs.flight("propose", hs.writeRaw(&hs.localPropose), hs.readProposeMsg); err != nil {
+		return err
+	}
+	if err := hs.processPropose(); err != nil {
+		return err
+	}
+	if err := hs.makeExchange(); err != nil {
+		return err
+	}
+	if err := hs.flight("exchange", hs.writeRaw(&hs.localExchange), hs.readExchangeMsg); err != nil {
+		return err
+	}
+	return hs.processExchange()
+}
+
+func TestConfirmChecks(t *testing.T) {
+	cases := map[string]struct {
+		tamper func(hs *handshakeState, nonce *[NonceSize]byte, sig []byte) []byte
+		want   error
+	}{
+		"wrong nonce": {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte { n[3] ^= 1; return sig }, ErrNonceMismatch},
+		"bad signature": {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte {
+			sig[10] ^= 1
+			return sig
+		}, ErrInvalidSignature},
+		"wrong role": {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte {
+			_, remote := hs.roles()
+			return hs.cfg.key.Sign(signedMessage(remote, hs.transcript))
+		}, ErrInvalidSignature},
+		"short signature": {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte { return sig[:63] }, ErrInvalidSignature},
+		"no signature":    {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte { return nil }, ErrInvalidSignature},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			a, b := net.Pipe()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				evilPeer(t, b, tc.tamper)
+			}()
+			_, err := Client(context.Background(), a, testConfig("a"))
+			b.Close()
+			<-done
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("%v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	k := testKey("a")
+	bad := []*Config{
+		nil,
+		{},
+		{PrivateKey: k, Ciphers: []aead.Suite{}},
+		{PrivateKey: k, Ciphers: []aead.Suite{0}},
+		{PrivateKey: k, Ciphers: []aead.Suite{aead.AES128GCM, aead.AES128GCM}},
+		{PrivateKey: k, KeyExchanges: []KeyExchange{3}},
+		{PrivateKey: k, KeyExchanges: []KeyExchange{X25519, X25519}},
+		{PrivateKey: k, HandshakeTimeout: -1},
+		{PrivateKey: k, MaxFrameSize: 100},
+		{PrivateKey: k, MaxFrameSize: MaxFrameSizeLimit + 1},
+	}
+	for i, c := range bad {
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("case %d: Validate = %v", i, err)
+		}
+	}
+	d := DefaultConfig()
+	d.PrivateKey = k
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Config{PrivateKey: k}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// An invalid config fails before any I/O and closes the conn.
+	a, b := net.Pipe()
+	defer b.Close()
+	if _, err := Client(context.Background(), a, nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("nil config: %v", err)
+	}
+	if (&LegacyConfig{MaxFrameSize: 5}).Validate() == nil || (*LegacyConfig)(nil).Validate() != nil {
+		t.Fatal("LegacyConfig.Validate wrong")
+	}
+}
+
+// Wycheproof X25519 vectors through the key-exchange code path.
+func TestWycheproofX25519(t *testing.T) {
+	data, err := os.ReadFile("testdata/x25519_test.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		TestGroups []struct {
+			Tests []struct {
+				TcID    int      `json:"tcId"`
+				Public  string   `json:"public"`
+				Private string   `json:"private"`
+				Shared  string   `json:"shared"`
+				Result  string   `json:"result"`
+				Flags   []string `json:"flags"`
+			} `json:"tests"`
+		} `json:"testGroups"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	n, refused := 0, 0
+	for _, g := range f.TestGroups {
+		for _, tc := range g.Tests {
+			n++
+			priv, _ := hex.DecodeString(tc.Private)
+			pub, _ := hex.DecodeString(tc.Public)
+			want, _ := hex.DecodeString(tc.Shared)
+			sk, err := X25519.curve().NewPrivateKey(priv)
+			if err != nil {
+				t.Fatalf("tcId %d: private key: %v", tc.TcID, err)
+			}
+			got, err := sharedSecret(X25519, sk, pub)
+			zero := bytes.Equal(want, make([]byte, 32))
+			switch {
+			case tc.Result == "invalid":
+				if err == nil {
+					t.Errorf("tcId %d: accepted an invalid case", tc.TcID)
+				}
+			case zero:
+				// Low-order points: refused, since an all-zero secret
+				// would give keys known to anyone.
+				if !errors.Is(err, ErrInvalidKeyExchange) {
+					t.Errorf("tcId %d: all-zero shared secret not refused: %v", tc.TcID, err)
+				}
+				refused++
+			default: // valid, or acceptable with a non-zero secret
+				if err != nil || !bytes.Equal(got, want) {
+					t.Errorf("tcId %d (%s %v): got %x, %v; want %x", tc.TcID, tc.Result, tc.Flags, got, err, want)
+				}
+			}
+		}
+	}
+	if n != 518 || refused == 0 {
+		t.Fatalf("ran %d vectors (%d refused)", n, refused)
+	}
+}

@@ -1,0 +1,204 @@
+package secio
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// detRand is a deterministic byte stream (SHA-256 in counter mode over a
+// label) for reproducible handshakes.
+type detRand struct {
+	label string
+	ctr   uint64
+	buf   []byte
+}
+
+func newDetRand(label string) *detRand { return &detRand{label: label} }
+
+func (r *detRand) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if len(r.buf) == 0 {
+			h := sha256.New()
+			h.Write([]byte(r.label))
+			var c [8]byte
+			for i := range 8 {
+				c[i] = byte(r.ctr >> (56 - 8*i))
+			}
+			h.Write(c[:])
+			r.ctr++
+			r.buf = h.Sum(nil)
+		}
+		m := copy(p[n:], r.buf)
+		r.buf = r.buf[m:]
+		n += m
+	}
+	return n, nil
+}
+
+// testConfig returns a Config with a fixed key.
+func testConfig(label string) *Config {
+	return &Config{PrivateKey: testKey(label), HandshakeTimeout: 5 * time.Second}
+}
+
+// transport makes a connected pair of raw connections.
+type transport struct {
+	name string
+	pair func(t testing.TB) (net.Conn, net.Conn)
+}
+
+var transports = []transport{
+	{"pipe", func(t testing.TB) (net.Conn, net.Conn) { return net.Pipe() }},
+	{"tcp", tcpPair},
+}
+
+func tcpPair(t testing.TB) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := ln.Accept()
+		ch <- res{c, err}
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return a, r.c
+}
+
+// handshakePair runs Client on a and Server on b concurrently.
+func handshakePair(a, b net.Conn, ca, cb *Config) (*Conn, *Conn, error, error) {
+	var (
+		wg         sync.WaitGroup
+		sa, sb     *Conn
+		errA, errB error
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sa, errA = Client(context.Background(), a, ca)
+	}()
+	go func() {
+		defer wg.Done()
+		sb, errB = Server(context.Background(), b, cb)
+	}()
+	wg.Wait()
+	return sa, sb, errA, errB
+}
+
+// securePair returns two connected secure Conns over tr.
+func securePair(t testing.TB, tr transport, ca, cb *Config) (*Conn, *Conn) {
+	t.Helper()
+	a, b := tr.pair(t)
+	sa, sb, errA, errB := handshakePair(a, b, ca, cb)
+	if errA != nil || errB != nil {
+		t.Fatalf("handshake: client %v, server %v", errA, errB)
+	}
+	t.Cleanup(func() { sa.Close(); sb.Close() })
+	return sa, sb
+}
+
+// proxy relays bytes between a side and b side, letting a hook rewrite the
+// stream of one direction. Each direction's hook sees the bytes as they
+// arrive; msgs are split by the handshake's length prefixes.
+type proxy struct {
+	wg sync.WaitGroup
+}
+
+// relay copies from src to dst applying edit to the whole byte stream
+// position by position: edit(off, b) returns the byte to send, or -1 to cut
+// the stream (close dst) at that offset.
+func (p *proxy) relay(dst, src net.Conn, edit func(off int, b byte) int) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer dst.Close()
+		defer src.Close()
+		buf := make([]byte, 32<<10)
+		off := 0
+		for {
+			n, err := src.Read(buf)
+			for i := 0; i < n; i++ {
+				v := edit(off+i, buf[i])
+				if v < 0 {
+					dst.Write(buf[:i])
+					return
+				}
+				buf[i] = byte(v)
+			}
+			off += n
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+func noEdit(off int, b byte) int { return int(b) }
+
+// mitmHandshake runs a handshake between ca (client) and cb (server) through
+// a proxy applying editAB to client->server bytes and editBA to the other
+// direction. It returns both errors.
+func mitmHandshake(t *testing.T, ca, cb *Config, editAB, editBA func(int, byte) int) (*Conn, *Conn, error, error) {
+	t.Helper()
+	a, pa := net.Pipe()
+	pb, b := net.Pipe()
+	var p proxy
+	p.relay(pb, pa, editAB)
+	p.relay(pa, pb, editBA)
+	sa, sb, errA, errB := handshakePair(a, b, ca, cb)
+	t.Cleanup(func() {
+		if sa != nil {
+			sa.Close()
+		}
+		if sb != nil {
+			sb.Close()
+		}
+		a.Close()
+		b.Close()
+		p.wg.Wait()
+	})
+	return sa, sb, errA, errB
+}
+
+// readAll reads exactly n bytes from c.
+func readN(c io.Reader, n int) ([]byte, error) {
+	buf := make([]byte, n)
+	_, err := io.ReadFull(c, buf)
+	return buf, err
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
