@@ -223,6 +223,12 @@ func (hs *handshakeState) makePropose() error {
 		kexes:    hs.cfg.kexes,
 		ciphers:  hs.cfg.ciphers,
 	}
+	if (proposeFixedLen+len(p.kexes)+len(p.ciphers))%2 == 0 {
+		// Keep the body length odd, so that a legacy TEA peer (whose
+		// frames are multiples of 8 bytes) always rejects it as malformed
+		// instead of decrypting it to garbage.
+		p.ext = extPadding
+	}
 	hs.localPropose = p.marshal()
 	return nil
 }

@@ -588,3 +588,26 @@ func TestWycheproofX25519(t *testing.T) {
 		t.Fatalf("ran %d vectors (%d refused)", n, refused)
 	}
 }
+
+func TestProposeLengthOdd(t *testing.T) {
+	for nk := 1; nk <= 2; nk++ {
+		for nc := 1; nc <= 3; nc++ {
+			cfg := testConfig("a")
+			cfg.KeyExchanges = DefaultKeyExchanges()[:nk]
+			cfg.Ciphers = aead.Preferred()[:nc]
+			rc, _ := cfg.resolve()
+			hs := &handshakeState{c: newConn(nil), cfg: rc}
+			if err := hs.makePropose(); err != nil {
+				t.Fatal(err)
+			}
+			body := hs.localPropose[4:]
+			if len(body)%2 != 1 {
+				t.Fatalf("%d kex, %d ciphers: body of %d bytes", nk, nc, len(body))
+			}
+			p, err := parsePropose(body)
+			if err != nil || len(p.kexes) != nk || len(p.ciphers) != nc {
+				t.Fatalf("round trip: %v", err)
+			}
+		}
+	}
+}

@@ -175,6 +175,14 @@ func parsePropose(body []byte) (*propose, error) {
 	return p, nil
 }
 
+// proposeFixedLen is the length of a Propose body without its lists and
+// extensions, for an Ed25519 key.
+const proposeFixedLen = 1 + 2 + NonceSize + 1 + 2 + PublicKeySize + 4 + 1 + 1 + 2
+
+// extPadding is the padding extension (type 0xffff, one zero byte) used to
+// make a Propose body's length odd.
+var extPadding = []byte{0xff, 0xff, 0x00, 0x01, 0x00}
+
 // checkExtensions validates the extension block of a Propose: a sequence of
 // (type u16, length u16, value) entries with strictly increasing types. No
 // extension is defined in version 1; unknown ones are ignored (they are
