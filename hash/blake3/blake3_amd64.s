@@ -124,20 +124,22 @@ GLOBL blake3PermR<>(SB), RODATA|NOPTR, $64
 // func compressSSE41(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint64, blockLen uint32, flags uint32)
 // Requires: SSE, SSE2, SSE4.1, SSSE3
 TEXT ·compressSSE41(SB), NOSPLIT, $0-40
-	MOVQ   out+0(FP), DI
-	MOVQ   cv+8(FP), SI
-	MOVQ   block+16(FP), DX
-	MOVQ   counter+24(FP), AX
-	MOVL   blockLen+32(FP), BX
-	MOVL   flags+36(FP), CX
-	MOVOU  blake3Rot16<>+0(SB), X7
-	MOVOU  blake3Rot8<>+0(SB), X8
-	MOVOU  (SI), X0
-	MOVOU  16(SI), X1
-	MOVOU  blake3IV<>+0(SB), X2
-	MOVQ   AX, X3
-	PINSRD $0x02, BX, X3
-	PINSRD $0x03, CX, X3
+	MOVQ       out+0(FP), DI
+	MOVQ       cv+8(FP), SI
+	MOVQ       block+16(FP), DX
+	MOVQ       counter+24(FP), AX
+	MOVL       blockLen+32(FP), BX
+	MOVL       flags+36(FP), CX
+	MOVOU      blake3Rot16<>+0(SB), X7
+	MOVOU      blake3Rot8<>+0(SB), X8
+	MOVOU      (SI), X0
+	MOVOU      16(SI), X1
+	MOVOU      blake3IV<>+0(SB), X2
+	SHLQ       $0x20, CX
+	ORQ        BX, CX
+	MOVQ       AX, X3
+	MOVQ       CX, X4
+	PUNPCKLQDQ X4, X3
 
 	// round 1
 	MOVSS  (DX), X4
@@ -621,12 +623,14 @@ loop:
 	ORL  R11, CX
 
 notlast:
-	MOVOU  blake3Rot16<>+0(SB), X7
-	MOVOU  blake3Rot8<>+0(SB), X8
-	MOVOU  blake3IV<>+0(SB), X2
-	MOVQ   AX, X3
-	PINSRD $0x02, BX, X3
-	PINSRD $0x03, CX, X3
+	MOVOU      blake3Rot16<>+0(SB), X7
+	MOVOU      blake3Rot8<>+0(SB), X8
+	MOVOU      blake3IV<>+0(SB), X2
+	SHLQ       $0x20, CX
+	ORQ        BX, CX
+	MOVQ       AX, X3
+	MOVQ       CX, X4
+	PUNPCKLQDQ X4, X3
 
 	// round 1
 	MOVSS  (DX), X4
@@ -1087,22 +1091,24 @@ notlast:
 // func compressAVX512(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint64, blockLen uint32, flags uint32)
 // Requires: AVX, AVX512F, AVX512VL
 TEXT ·compressAVX512(SB), NOSPLIT, $0-40
-	MOVQ      out+0(FP), DI
-	MOVQ      cv+8(FP), SI
-	MOVQ      block+16(FP), DX
-	MOVQ      counter+24(FP), AX
-	MOVL      blockLen+32(FP), BX
-	MOVL      flags+36(FP), CX
-	VMOVDQU32 blake3PermL<>+0(SB), Z30
-	VMOVDQU32 blake3PermR<>+0(SB), Z31
-	VMOVDQU32 (DX), Z16
-	VPERMD    Z16, Z30, Z16
-	VMOVDQU   (SI), X0
-	VMOVDQU   16(SI), X1
-	VMOVDQU   blake3IV<>+0(SB), X2
-	VMOVQ     AX, X3
-	VPINSRD   $0x02, BX, X3, X3
-	VPINSRD   $0x03, CX, X3, X3
+	MOVQ        out+0(FP), DI
+	MOVQ        cv+8(FP), SI
+	MOVQ        block+16(FP), DX
+	MOVQ        counter+24(FP), AX
+	MOVL        blockLen+32(FP), BX
+	MOVL        flags+36(FP), CX
+	VMOVDQU32   blake3PermL<>+0(SB), Z30
+	VMOVDQU32   blake3PermR<>+0(SB), Z31
+	VMOVDQU32   (DX), Z16
+	VPERMD      Z16, Z30, Z16
+	VMOVDQU     (SI), X0
+	VMOVDQU     16(SI), X1
+	VMOVDQU     blake3IV<>+0(SB), X2
+	SHLQ        $0x20, CX
+	ORQ         BX, CX
+	VMOVQ       AX, X3
+	VMOVQ       CX, X4
+	VPUNPCKLQDQ X4, X3, X3
 
 	// round 1
 	VEXTRACTI32X4 $0x01, Z16, X17
@@ -1418,14 +1424,17 @@ loop:
 	ORL  R11, CX
 
 notlast:
-	VMOVDQU32 blake3PermL<>+0(SB), Z30
-	VMOVDQU32 blake3PermR<>+0(SB), Z31
-	VMOVDQU32 (DX), Z16
-	VPERMD    Z16, Z30, Z16
-	VMOVDQU   blake3IV<>+0(SB), X2
-	VMOVQ     AX, X3
-	VPINSRD   $0x02, BX, X3, X3
-	VPINSRD   $0x03, CX, X3, X3
+	VMOVDQU32   blake3PermL<>+0(SB), Z30
+	VMOVDQU32   blake3PermR<>+0(SB), Z31
+	VMOVDQU32   (DX), Z16
+	VPERMD      Z16, Z30, Z16
+	VMOVDQU     blake3IV<>+0(SB), X2
+	SHLQ        $0x20, CX
+	ORQ         BX, CX
+	VMOVQ       AX, X3
+	VMOVQ       CX, X4
+	VPUNPCKLQDQ X4, X3, X3
+	VPRORD      $0x10, X3, X3
 
 	// round 1
 	VEXTRACTI32X4 $0x01, Z16, X17
@@ -1433,35 +1442,51 @@ notlast:
 	VEXTRACTI32X4 $0x03, Z16, X19
 	VPADDD        X16, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X17, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x93, X0, X0
 	VPSHUFD       $0x39, X2, X2
 	VPSHUFD       $0x4e, X3, X3
 	VPADDD        X18, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X19, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x39, X0, X0
 	VPSHUFD       $0x93, X2, X2
 	VPSHUFD       $0x4e, X3, X3
@@ -1473,35 +1498,51 @@ notlast:
 	VEXTRACTI32X4 $0x03, Z16, X19
 	VPADDD        X16, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X17, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x93, X0, X0
 	VPSHUFD       $0x39, X2, X2
 	VPSHUFD       $0x4e, X3, X3
 	VPADDD        X18, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X19, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x39, X0, X0
 	VPSHUFD       $0x93, X2, X2
 	VPSHUFD       $0x4e, X3, X3
@@ -1513,35 +1554,51 @@ notlast:
 	VEXTRACTI32X4 $0x03, Z16, X19
 	VPADDD        X16, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X17, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x93, X0, X0
 	VPSHUFD       $0x39, X2, X2
 	VPSHUFD       $0x4e, X3, X3
 	VPADDD        X18, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X19, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x39, X0, X0
 	VPSHUFD       $0x93, X2, X2
 	VPSHUFD       $0x4e, X3, X3
@@ -1553,35 +1610,51 @@ notlast:
 	VEXTRACTI32X4 $0x03, Z16, X19
 	VPADDD        X16, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X17, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x93, X0, X0
 	VPSHUFD       $0x39, X2, X2
 	VPSHUFD       $0x4e, X3, X3
 	VPADDD        X18, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X19, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x39, X0, X0
 	VPSHUFD       $0x93, X2, X2
 	VPSHUFD       $0x4e, X3, X3
@@ -1593,35 +1666,51 @@ notlast:
 	VEXTRACTI32X4 $0x03, Z16, X19
 	VPADDD        X16, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X17, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x93, X0, X0
 	VPSHUFD       $0x39, X2, X2
 	VPSHUFD       $0x4e, X3, X3
 	VPADDD        X18, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X19, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x39, X0, X0
 	VPSHUFD       $0x93, X2, X2
 	VPSHUFD       $0x4e, X3, X3
@@ -1633,35 +1722,51 @@ notlast:
 	VEXTRACTI32X4 $0x03, Z16, X19
 	VPADDD        X16, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X17, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x93, X0, X0
 	VPSHUFD       $0x39, X2, X2
 	VPSHUFD       $0x4e, X3, X3
 	VPADDD        X18, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X19, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x39, X0, X0
 	VPSHUFD       $0x93, X2, X2
 	VPSHUFD       $0x4e, X3, X3
@@ -1673,35 +1778,50 @@ notlast:
 	VEXTRACTI32X4 $0x03, Z16, X19
 	VPADDD        X16, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X17, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPRORD        $0x10, X3, X3
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x93, X0, X0
 	VPSHUFD       $0x39, X2, X2
 	VPSHUFD       $0x4e, X3, X3
 	VPADDD        X18, X0, X0
 	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
+	VPRORD        $0x0c, X1, X22
+	VPSRLD        $0x10, X0, X20
+	VPSLLD        $0x10, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
 	VPRORD        $0x08, X3, X3
+	VPSRLD        $0x0c, X2, X20
+	VPSLLD        $0x14, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X22
+	VPADDD        X19, X0, X0
+	VPADDD        X22, X0, X0
+	VPRORD        $0x07, X22, X1
+	VPSRLD        $0x08, X0, X20
+	VPSLLD        $0x18, X0, X21
+	VPTERNLOGD    $0x96, X21, X20, X3
 	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
+	VPSRLD        $0x07, X2, X20
+	VPSLLD        $0x19, X2, X21
+	VPTERNLOGD    $0x96, X21, X20, X1
 	VPSHUFD       $0x39, X0, X0
 	VPSHUFD       $0x93, X2, X2
 	VPSHUFD       $0x4e, X3, X3

@@ -43,10 +43,6 @@ var ivWords = [8]uint32{
 }
 
 var (
-	xregs = []reg.VecPhysical{reg.X0, reg.X1, reg.X2, reg.X3, reg.X4, reg.X5, reg.X6, reg.X7,
-		reg.X8, reg.X9, reg.X10, reg.X11, reg.X12, reg.X13, reg.X14, reg.X15,
-		reg.X16, reg.X17, reg.X18, reg.X19, reg.X20, reg.X21, reg.X22, reg.X23,
-		reg.X24, reg.X25, reg.X26, reg.X27, reg.X28, reg.X29, reg.X30, reg.X31}
 	yregs = []reg.VecPhysical{reg.Y0, reg.Y1, reg.Y2, reg.Y3, reg.Y4, reg.Y5, reg.Y6, reg.Y7,
 		reg.Y8, reg.Y9, reg.Y10, reg.Y11, reg.Y12, reg.Y13, reg.Y14, reg.Y15,
 		reg.Y16, reg.Y17, reg.Y18, reg.Y19, reg.Y20, reg.Y21, reg.Y22, reg.Y23,
@@ -109,47 +105,86 @@ type rowISA struct {
 	add func(src, dst Op)
 	// xorRor sets dst = (dst ^ src) >>> n.
 	xorRor func(dst, src reg.VecPhysical, n int)
-	pshufd func(imm int, r reg.VecPhysical)
+	// ternlog selects the AVX-512 form of the quarter-round (see halfG).
+	ternlog bool
+	pshufd  func(imm int, r reg.VecPhysical)
 	// msg returns the two message vectors of step 0 (columns) or 1
 	// (diagonals) of round r, emitting whatever loads they need.
 	msg func(r, step int) (mx, my Op)
 }
 
-var rowA, rowB, rowC, rowD = reg.X0, reg.X1, reg.X2, reg.X3
+// The rows. In the AVX-512 form row b alternates between two registers.
+var (
+	rowA, rowB, rowC, rowD = reg.X0, reg.X1, reg.X2, reg.X3
+	rowBSpare              = reg.X22
+)
 
 // halfG is one half of the quarter-round on all four columns (or
-// diagonals) at once.
-func halfG(isa rowISA, m Op, rd, rb int) {
+// diagonals) at once: a += m + b; d = (d^a) >>> rd; c += d;
+// b = (b^c) >>> rb. nextRd is the rotation d gets in the next half (0 for
+// the last one).
+//
+// The SSE form XORs then rotates. The AVX-512 form shortens the
+// dependency chain, which is what bounds a single chunk: rotation
+// distributes over XOR, so d is rotated as soon as it has its last
+// unrotated use (c += d) and b while a and c are computed; the new a (or
+// c) is rotated as two shifts with disjoint bits and one VPTERNLOGD XORs
+// the three terms: two operations after a instead of three.
+func halfG(isa rowISA, m Op, rd, rb, nextRd int) {
 	isa.add(m, rowA)
 	isa.add(rowB, rowA)
-	isa.xorRor(rowD, rowA, rd)
+	if !isa.ternlog {
+		isa.xorRor(rowD, rowA, rd)
+		isa.add(rowD, rowC)
+		isa.xorRor(rowB, rowC, rb)
+		return
+	}
+	t1, t2 := reg.X20, reg.X21
+	VPRORD(U8(rb), rowB, rowBSpare)
+	VPSRLD(U8(rd), rowA, t1)
+	VPSLLD(U8(32-rd), rowA, t2)
+	VPTERNLOGD(U8(0x96), t2, t1, rowD)
 	isa.add(rowD, rowC)
-	isa.xorRor(rowB, rowC, rb)
+	if nextRd != 0 {
+		VPRORD(U8(nextRd), rowD, rowD)
+	}
+	VPSRLD(U8(rb), rowC, t1)
+	VPSLLD(U8(32-rb), rowC, t2)
+	VPTERNLOGD(U8(0x96), t2, t1, rowBSpare)
+	rowB, rowBSpare = rowBSpare, rowB
 }
 
 // rowRounds emits the seven rounds. Row b stays in place across the
 // diagonal step; a, c and d rotate, which keeps the shuffles off the
 // critical path through b.
 func rowRounds(isa rowISA) {
+	b := rowB
 	for r := 0; r < 7; r++ {
 		Commentf("round %d", r+1)
 		mx, my := isa.msg(r, 0)
-		halfG(isa, mx, 16, 12)
-		halfG(isa, my, 8, 7)
+		halfG(isa, mx, 16, 12, 8)
+		halfG(isa, my, 8, 7, 16)
 		isa.pshufd(0x93, rowA)
 		isa.pshufd(0x39, rowC)
 		isa.pshufd(0x4E, rowD)
 		mx, my = isa.msg(r, 1)
-		halfG(isa, mx, 16, 12)
-		halfG(isa, my, 8, 7)
+		halfG(isa, mx, 16, 12, 8)
+		last := 16
+		if r == 6 {
+			last = 0
+		}
+		halfG(isa, my, 8, 7, last)
 		isa.pshufd(0x39, rowA)
 		isa.pshufd(0x93, rowC)
 		isa.pshufd(0x4E, rowD)
 	}
+	if rowB != b {
+		panic("row b must end in the register it started in")
+	}
 }
 
 // sseISA loads message words with MOVD/PINSRD from the block at ptr.
-func sseISA(ptr reg.Register) rowISA {
+func sseISA(ptr reg.Register, _ bool) rowISA {
 	mask16, mask8, tmp := reg.X7, reg.X8, reg.X6
 	MOVOU(rot16Mem, mask16)
 	MOVOU(rot8Mem, mask8)
@@ -191,15 +226,19 @@ func sseISA(ptr reg.Register) rowISA {
 }
 
 // avx512RowISA keeps the round's message in Z16 in rowLayout order and
-// permutes it with one VPERMD per round.
-func avx512RowISA(ptr reg.Register) rowISA {
+// permutes it with one VPERMD per round. A chain of blocks uses the
+// shorter-latency ternlog form of halfG; a single block does not, since
+// pre-rotating row d lengthens its start more than the form saves
+// (measured).
+func avx512RowISA(ptr reg.Register, chain bool) rowISA {
 	msgZ, permR := reg.Z16, reg.Z31
 	VMOVDQU32(permLMem, reg.Z30)
 	VMOVDQU32(permRMem, permR)
 	VMOVDQU32(Mem{Base: ptr}, msgZ)
 	VPERMD(msgZ, reg.Z30, msgZ)
 	return rowISA{
-		add: func(src, dst Op) { VPADDD(src, dst, dst) },
+		ternlog: chain,
+		add:     func(src, dst Op) { VPADDD(src, dst, dst) },
 		xorRor: func(r, src reg.VecPhysical, n int) {
 			VPXORD(src, r, r)
 			VPRORD(U8(n), r, r)
@@ -221,7 +260,7 @@ func avx512RowISA(ptr reg.Register) rowISA {
 }
 
 // rowKernels emits compress<suffix> and chain<suffix>.
-func rowKernels(suffix string, newISA func(ptr reg.Register) rowISA, vex bool) {
+func rowKernels(suffix string, newISA func(ptr reg.Register, chain bool) rowISA, vex bool) {
 	xor := func(src, dst reg.VecPhysical) {
 		if vex {
 			VPXOR(src, dst, dst)
@@ -236,11 +275,11 @@ func rowKernels(suffix string, newISA func(ptr reg.Register) rowISA, vex bool) {
 			MOVOU(src, dst)
 		}
 	}
-	pinsrd := func(i int, src reg.Register, x reg.VecPhysical) {
+	punpcklqdq := func(src, x reg.VecPhysical) {
 		if vex {
-			VPINSRD(U8(i), src, x, x)
+			VPUNPCKLQDQ(src, x, x)
 		} else {
-			PINSRD(U8(i), src, x)
+			PUNPCKLQDQ(src, x)
 		}
 	}
 	movq := func(src reg.Register, x reg.VecPhysical) {
@@ -249,6 +288,15 @@ func rowKernels(suffix string, newISA func(ptr reg.Register) rowISA, vex bool) {
 		} else {
 			MOVQ(src, x)
 		}
+	}
+	// rowDInit builds row d = (counter, blockLen, flags) from RAX, EBX and
+	// ECX (zero-extended) with two independent GPR-to-vector moves.
+	rowDInit := func() {
+		SHLQ(U8(32), reg.RCX)
+		ORQ(reg.RBX, reg.RCX)
+		movq(reg.RAX, rowD)
+		movq(reg.RCX, reg.X4)
+		punpcklqdq(reg.X4, rowD)
 	}
 
 	TEXT("compress"+suffix, NOSPLIT, "func(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint64, blockLen uint32, flags uint32)")
@@ -262,13 +310,14 @@ func rowKernels(suffix string, newISA func(ptr reg.Register) rowISA, vex bool) {
 		Load(Param("counter"), reg.RAX)
 		Load(Param("blockLen"), reg.EBX)
 		Load(Param("flags"), reg.ECX)
-		isa := newISA(block)
+		isa := newISA(block, false)
 		movu(Mem{Base: cv}, rowA)
 		movu(Mem{Base: cv, Disp: 16}, rowB)
 		movu(ivMem, rowC)
-		movq(reg.RAX, rowD)
-		pinsrd(2, reg.EBX, rowD)
-		pinsrd(3, reg.ECX, rowD)
+		rowDInit()
+		if isa.ternlog {
+			VPRORD(U8(16), rowD, rowD)
+		}
 		rowRounds(isa)
 		xor(rowC, rowA)
 		xor(rowD, rowB)
@@ -310,11 +359,12 @@ func rowKernels(suffix string, newISA func(ptr reg.Register) rowISA, vex bool) {
 		JNE(LabelRef("notlast"))
 		ORL(reg.R11L, reg.ECX)
 		Label("notlast")
-		isa := newISA(p)
+		isa := newISA(p, true)
 		movu(ivMem, rowC)
-		movq(reg.RAX, rowD)
-		pinsrd(2, reg.EBX, rowD)
-		pinsrd(3, reg.ECX, rowD)
+		rowDInit()
+		if isa.ternlog {
+			VPRORD(U8(16), rowD, rowD)
+		}
 		rowRounds(isa)
 		xor(rowC, rowA)
 		xor(rowD, rowB)
@@ -334,10 +384,8 @@ func rowKernels(suffix string, newISA func(ptr reg.Register) rowISA, vex bool) {
 // Word-sliced kernels: state word i of every lane in vector v[i].
 
 type laneISA struct {
-	lanes int
-	vecs  []reg.VecPhysical
-	add   func(src, dst Op)
-	xor   func(src, dst Op)
+	add func(src, dst Op)
+	xor func(src, dst Op)
 	// rorGroup rotates each of rs right by n; spill names a state register
 	// the group may borrow (it is restored).
 	rorGroup func(n int, rs []reg.VecPhysical, spill reg.VecPhysical)
