@@ -91,10 +91,11 @@ func FuzzReader(f *testing.F) {
 	f.Add(AppendFrame(AppendFrame(nil, []byte("hello")), nil), 16)
 	f.Add([]byte{0, 0, 0, 200, 1}, 16)
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, 0)
+	f.Add([]byte{0, 5, 0, 0, 1, 2, 3}, 1<<20)
 	f.Fuzz(func(t *testing.T, data []byte, limit int) {
-		limit = limit%1024 + 1
+		limit = limit%(1<<20) + 1 // up to 1 MiB: large announced lengths take the pooled path
 		if limit <= 0 {
-			limit += 1024
+			limit += 1 << 20
 		}
 		r := NewReader(bytes.NewReader(data), limit)
 		var out []byte

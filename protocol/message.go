@@ -37,8 +37,9 @@ type Reader struct {
 	r       io.Reader
 	maxSize int
 	hdr     [MessageHeaderSize]byte
-	buf     []byte
-	err     error // sticky: after a size violation the stream is out of step
+	buf     []byte  // kept between calls, at most retainSize
+	big     *[]byte // a pooled buffer holding the last large message
+	err     error   // sticky: after a size violation the stream is out of step
 }
 
 // NewReader returns a Reader of messages of at most maxSize bytes from r;
@@ -58,13 +59,37 @@ func (r *Reader) MaxSize() int { return r.maxSize }
 // stream cut inside a message returns io.ErrUnexpectedEOF. A length above the
 // maximum returns ErrMessageTooLarge before anything is allocated, and every
 // later call returns the same error.
+//
+// The Reader keeps a buffer of up to 256 KiB between calls; a larger message
+// is read into a buffer shared through a pool, taken back at the next call.
 func (r *Reader) ReadMessage() ([]byte, error) {
-	if cap(r.buf) > retainSize {
-		r.buf = nil // do not keep a large buffer after a large message
+	if r.big != nil {
+		putBuf(r.big)
+		r.big = nil
 	}
-	msg, err := r.read(r.buf[:0])
-	if cap(msg) > cap(r.buf) {
-		r.buf = msg[:0]
+	n, err := r.readHeader()
+	if err != nil {
+		return nil, err
+	}
+	if n <= retainSize {
+		msg, err := readBody(r.r, r.buf, n, false)
+		if cap(msg) > cap(r.buf) {
+			r.buf = msg[:0]
+		}
+		return msg, err
+	}
+	var dst []byte
+	p := pooledBuf(n)
+	if p != nil {
+		dst = *p
+	}
+	msg, err := readBody(r.r, dst, n, true)
+	if c := cap(msg); c >= n && c == 1<<poolClass(c) {
+		if p == nil {
+			p = new([]byte)
+		}
+		*p = msg[:0]
+		r.big = p
 	}
 	return msg, err
 }
@@ -72,27 +97,35 @@ func (r *Reader) ReadMessage() ([]byte, error) {
 // ReadMessageAlloc reads the next message into a new slice owned by the
 // caller. Errors are as for ReadMessage.
 func (r *Reader) ReadMessageAlloc() ([]byte, error) {
-	return r.read(nil)
+	n, err := r.readHeader()
+	if err != nil {
+		return nil, err
+	}
+	return readBody(r.r, nil, n, false)
 }
 
-func (r *Reader) read(dst []byte) ([]byte, error) {
+// readHeader reads a length prefix and checks it against the limit.
+func (r *Reader) readHeader() (int, error) {
 	if r.err != nil {
-		return nil, r.err
+		return 0, r.err
 	}
 	if _, err := io.ReadFull(r.r, r.hdr[:]); err != nil {
-		return nil, err // io.EOF at a boundary, io.ErrUnexpectedEOF inside the prefix
+		return 0, err // io.EOF at a boundary, io.ErrUnexpectedEOF inside the prefix
 	}
 	n := binary.BigEndian.Uint32(r.hdr[:])
 	if uint64(n) > uint64(r.maxSize) {
 		r.err = fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, n, r.maxSize)
-		return nil, r.err
+		return 0, r.err
 	}
-	return readBody(r.r, dst, int(n))
+	return int(n), nil
 }
 
-// readBody reads n bytes appended to dst[:0], growing the buffer by at most
-// growStep beyond what has been received.
-func readBody(r io.Reader, dst []byte, n int) ([]byte, error) {
+// readBody reads n bytes into dst[:0]. If dst is too small, the buffer grows
+// as bytes arrive (at most growStep, or doubling, beyond what has been
+// received), so a peer announcing a large message and sending little costs
+// little memory. With pow2 the grown capacities are powers of two (for the
+// pool).
+func readBody(r io.Reader, dst []byte, n int, pow2 bool) ([]byte, error) {
 	if dst == nil {
 		dst = []byte{}
 	}
@@ -102,7 +135,11 @@ func readBody(r io.Reader, dst []byte, n int) ([]byte, error) {
 	}
 	for len(dst) < n {
 		if len(dst) == cap(dst) {
-			grown := make([]byte, len(dst), min(n, max(2*cap(dst), len(dst)+growStep)))
+			size := min(n, max(2*cap(dst), len(dst)+growStep))
+			if pow2 {
+				size = 1 << poolClass(size)
+			}
+			grown := make([]byte, len(dst), size)
 			copy(grown, dst)
 			dst = grown
 		}
@@ -186,6 +223,17 @@ func getBuf(n int) *[]byte {
 	}
 	b := make([]byte, 0, 1<<c)
 	return &b
+}
+
+// pooledBuf returns a pooled buffer of at least n bytes, or nil if the pool
+// has none (it never allocates).
+func pooledBuf(n int) *[]byte {
+	c := poolClass(n)
+	if c > maxPoolClass {
+		return nil
+	}
+	p, _ := bufPools[c-minPoolClass].Get().(*[]byte)
+	return p
 }
 
 func putBuf(p *[]byte) {
