@@ -192,7 +192,7 @@ type lanes struct {
 	ptrs    [16]*byte
 	strides [16]uint64
 	state   [64]uint32
-	scratch [BlockSize]byte // where idle lanes read and write
+	scratch [64]byte // where idle lanes read and write (a kernel loads 64 bytes at once)
 }
 
 // runLanes runs every message's region (encRegion or decRegion; nil ones

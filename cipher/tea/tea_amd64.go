@@ -29,6 +29,7 @@ func decryptChain(k *[4]uint32, dst, src []byte) {
 }
 
 var (
+	hasAVX2   = cpu.X86.HasAVX2
 	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 )
 
@@ -39,6 +40,8 @@ func bestBatchImpl() int {
 	switch {
 	case hasAVX512:
 		return batchAVX512
+	case hasAVX2:
+		return batchAVX2
 	}
 	return batchGeneric
 }
@@ -46,6 +49,9 @@ func bestBatchImpl() int {
 // batchImpls lists the implementations this machine can run.
 func batchImpls() []int {
 	impls := []int{batchGeneric, batchLanesGo}
+	if hasAVX2 {
+		impls = append(impls, batchAVX2)
+	}
 	if hasAVX512 {
 		impls = append(impls, batchAVX512)
 	}
@@ -57,6 +63,8 @@ func laneWidth(impl int) int {
 	switch impl {
 	case batchAVX512, batchLanesGo:
 		return 16
+	case batchAVX2:
+		return 8
 	}
 	return 0
 }
@@ -69,6 +77,10 @@ func runKernel(impl int, decrypt bool, k *[4]uint32, ptrs *[16]*byte, strides *[
 		decryptLanesAVX512(k, ptrs, strides, state, nblocks)
 	case impl == batchAVX512:
 		encryptLanesAVX512(k, ptrs, strides, state, nblocks)
+	case impl == batchAVX2 && decrypt:
+		decryptLanesAVX2(k, ptrs, strides, state, nblocks)
+	case impl == batchAVX2:
+		encryptLanesAVX2(k, ptrs, strides, state, nblocks)
 	case decrypt:
 		decryptLanesGo(k, ptrs, strides, state, nblocks)
 	default:

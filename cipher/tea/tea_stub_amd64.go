@@ -24,3 +24,13 @@ func encryptLanesAVX512(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, stat
 //
 //go:noescape
 func decryptLanesAVX512(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)
+
+// encryptLanesAVX2 enciphers nblocks blocks in each of 8 lanes in place (AVX2).
+//
+//go:noescape
+func encryptLanesAVX2(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)
+
+// decryptLanesAVX2 deciphers nblocks blocks in each of 8 lanes in place (AVX2).
+//
+//go:noescape
+func decryptLanesAVX2(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)

@@ -10,7 +10,7 @@ import (
 //
 //	ptrs    [16]*byte   address of each lane's next block
 //	strides [16]uint64  bytes to advance each lane per block (8, or 0 for an
-//	                    idle lane parked on a scratch block)
+//	                    idle lane parked on a 64-byte scratch area)
 //	state   [64]uint32  chaining words: c0[16], c1[16], x0[16], x1[16], the
 //	                    previous ciphertext block c_(i-1) and the previous
 //	                    cipher input x_(i-1) of each lane, big-endian halves
@@ -93,8 +93,40 @@ func zmmRounds(v [2]reg.VecVirtual, k [4]reg.VecVirtual, rounds []halfRound, dec
 	}
 }
 
+// transpose8 transposes the 8x8 matrix of qwords in r (row i in r[i]) and
+// returns its columns: out[j] holds r[0][j], ..., r[7][j].
+func transpose8(r [8]reg.VecVirtual) [8]reg.VecVirtual {
+	var t, u, c [8]reg.VecVirtual
+	for i := 0; i < 8; i += 2 {
+		t[i], t[i+1] = ZMM(), ZMM()
+		VPUNPCKLQDQ(r[i+1], r[i], t[i]) // r_i[0] r_(i+1)[0] r_i[2] r_(i+1)[2] ...
+		VPUNPCKHQDQ(r[i+1], r[i], t[i+1])
+	}
+	// u[0..3] from rows 0-3, u[4..7] from rows 4-7.
+	for h := 0; h < 8; h += 4 {
+		for q := 0; q < 2; q++ {
+			a, b := t[h+q], t[h+2+q]
+			u[h+2*q], u[h+2*q+1] = ZMM(), ZMM()
+			VSHUFI64X2(U8(0x88), b, a, u[h+2*q])
+			VSHUFI64X2(U8(0xdd), b, a, u[h+2*q+1])
+		}
+	}
+	// u[0]: cols 0,4  u[1]: cols 2,6  u[2]: cols 1,5  u[3]: cols 3,7
+	for q, cols := range [4][2]int{{0, 4}, {2, 6}, {1, 5}, {3, 7}} {
+		c[cols[0]], c[cols[1]] = ZMM(), ZMM()
+		VSHUFI64X2(U8(0x88), u[4+q], u[q], c[cols[0]])
+		VSHUFI64X2(U8(0xdd), u[4+q], u[q], c[cols[1]])
+	}
+	return c
+}
+
+// groupSteps is the number of blocks per lane that the AVX-512 kernels load
+// with plain 64-byte loads and a transposition instead of gathers.
+const groupSteps = 8
+
 func genAVX512(name string, decrypt bool) {
-	TEXT(name, NOSPLIT, laneSignature)
+	// Not NOSPLIT: the frame holds two 1 KiB transposition buffers.
+	TEXT(name, 0, laneSignature)
 	Pragma("noescape")
 	if decrypt {
 		Doc(name + " deciphers nblocks blocks in each of 16 lanes in place (AVX-512).")
@@ -107,17 +139,17 @@ func genAVX512(name string, decrypt bool) {
 	st := Load(Param("state"), GP64())
 	n := Load(Param("nblocks"), GP64())
 
+	// in[j] and out[j] (128 bytes each) hold block j of all 16 lanes, in
+	// lane order, as loaded from / to be stored to memory.
+	in := AllocLocal(groupSteps * 128)
+	out := AllocLocal(groupSteps * 128)
+	lanePtrs := AllocLocal(128)
+
 	var k [4]reg.VecVirtual
 	for i := range k {
 		k[i] = ZMM()
 		VPBROADCASTD(Mem{Base: kp, Disp: 4 * i}, k[i])
 	}
-	bswap, even, odd, ilo, ihi := ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
-	VMOVDQU64(consts.bswap32, bswap)
-	VMOVDQU64(consts.even, even)
-	VMOVDQU64(consts.odd, odd)
-	VMOVDQU64(consts.ilo, ilo)
-	VMOVDQU64(consts.ihi, ihi)
 	pa, pb, sa, sb := ZMM(), ZMM(), ZMM(), ZMM()
 	VMOVDQU64(Mem{Base: ptrs}, pa)
 	VMOVDQU64(Mem{Base: ptrs, Disp: 64}, pb)
@@ -132,26 +164,30 @@ func genAVX512(name string, decrypt bool) {
 	XORQ(zero, zero)
 	ka, kb := K(), K()
 
-	// load gathers the block at pa/pb of every lane, reverses each dword's
-	// bytes and splits the blocks into their high (b0) and low (b1) words.
-	load := func(pa, pb, b0, b1 reg.VecVirtual) {
+	// split reverses each dword's bytes of the blocks of lanes 0-7 (la) and
+	// 8-15 (lb) and splits them into their high (b0) and low (b1) words.
+	split := func(la, lb, b0, b1 reg.VecVirtual) {
+		VPSHUFB(consts.bswap32, la, la)
+		VPSHUFB(consts.bswap32, lb, lb)
+		VMOVDQU64(consts.even, b0)
+		VPERMI2D(lb, la, b0)
+		VMOVDQU64(consts.odd, b1)
+		VPERMI2D(lb, la, b1)
+	}
+	// gather loads the block at pa/pb of every lane.
+	gather := func(pa, pb, b0, b1 reg.VecVirtual) {
 		la, lb := ZMM(), ZMM()
 		KXNORW(ka, ka, ka)
 		KXNORW(kb, kb, kb)
 		VPGATHERQQ(Mem{Base: zero, Index: pa, Scale: 1}, ka, la)
 		VPGATHERQQ(Mem{Base: zero, Index: pb, Scale: 1}, kb, lb)
-		VPSHUFB(bswap, la, la)
-		VPSHUFB(bswap, lb, lb)
-		VMOVDQA64(even, b0)
-		VPERMI2D(lb, la, b0)
-		VMOVDQA64(odd, b1)
-		VPERMI2D(lb, la, b1)
+		split(la, lb, b0, b1)
 	}
-	// process runs one block per lane from b0/b1 and scatters the result to
-	// pa/pb.
-	process := func(b0, b1 reg.VecVirtual) {
+	// process runs one block per lane from b0/b1 and returns the blocks to
+	// write back, as qwords in memory byte order (lanes 0-7, 8-15).
+	process := func(b0, b1 reg.VecVirtual) (wa, wb reg.VecVirtual) {
 		v := [2]reg.VecVirtual{ZMM(), ZMM()}
-		o0, o1 := ZMM(), ZMM() // the block to write back
+		o0, o1 := ZMM(), ZMM()
 		if !decrypt {
 			// x_i = p_i ^ c_(i-1); c_i = E(x_i) ^ x_(i-1)
 			VPXORD(b0, c0, v[0])
@@ -164,8 +200,7 @@ func genAVX512(name string, decrypt bool) {
 			VPXORD(v[1], x1, c1)
 			VMOVDQA64(nx0, x0)
 			VMOVDQA64(nx1, x1)
-			VMOVDQA64(c0, o0)
-			VMOVDQA64(c1, o1)
+			o0, o1 = c0, c1
 		} else {
 			// x_i = D(c_i ^ x_(i-1)); p_i = x_i ^ c_(i-1)
 			VPXORD(b0, x0, v[0])
@@ -178,25 +213,84 @@ func genAVX512(name string, decrypt bool) {
 			VMOVDQA64(b0, c0)
 			VMOVDQA64(b1, c1)
 		}
-		// Interleave back into qwords, restore byte order, scatter.
-		wa, wb := ZMM(), ZMM()
-		VMOVDQA64(ilo, wa)
+		wa, wb = ZMM(), ZMM()
+		VMOVDQU64(consts.ilo, wa)
 		VPERMI2D(o1, o0, wa)
-		VMOVDQA64(ihi, wb)
+		VMOVDQU64(consts.ihi, wb)
 		VPERMI2D(o1, o0, wb)
-		VPSHUFB(bswap, wa, wa)
-		VPSHUFB(bswap, wb, wb)
+		VPSHUFB(consts.bswap32, wa, wa)
+		VPSHUFB(consts.bswap32, wb, wb)
+		return wa, wb
+	}
+	scatter := func(wa, wb, pa, pb reg.VecVirtual) {
 		KXNORW(ka, ka, ka)
 		KXNORW(kb, kb, kb)
 		VPSCATTERQQ(wa, ka, Mem{Base: zero, Index: pa, Scale: 1})
 		VPSCATTERQQ(wb, kb, Mem{Base: zero, Index: pb, Scale: 1})
 	}
 
-	// Software pipeline: the next block's gather is issued before the
-	// current block's rounds, so that its latency hides behind them. The
-	// last block is peeled off so that nothing past a message is read.
+	// Groups of 8 blocks per lane: 64-byte loads of each lane, transposed
+	// into block order; the results are transposed back and stored the same
+	// way. Idle lanes point at a 64-byte scratch area with stride 0.
+	group := name + "_group"
+	tail := name + "_tail"
+	Label(group)
+	CMPQ(n, U8(groupSteps))
+	JB(LabelRef(tail))
+	VMOVDQU64(pa, lanePtrs)
+	VMOVDQU64(pb, lanePtrs.Offset(64))
+	for half := 0; half < 2; half++ {
+		var rows [8]reg.VecVirtual
+		for l := range rows {
+			p := GP64()
+			MOVQ(lanePtrs.Offset(8*(8*half+l)), p)
+			rows[l] = ZMM()
+			VMOVDQU64(Mem{Base: p}, rows[l])
+		}
+		cols := transpose8(rows)
+		for j, c := range cols {
+			VMOVDQU64(c, in.Offset(128*j+64*half))
+		}
+	}
+	for j := 0; j < groupSteps; j++ {
+		la, lb, b0, b1 := ZMM(), ZMM(), ZMM(), ZMM()
+		VMOVDQU64(in.Offset(128*j), la)
+		VMOVDQU64(in.Offset(128*j+64), lb)
+		split(la, lb, b0, b1)
+		wa, wb := process(b0, b1)
+		VMOVDQU64(wa, out.Offset(128*j))
+		VMOVDQU64(wb, out.Offset(128*j+64))
+	}
+	for half := 0; half < 2; half++ {
+		var cols [8]reg.VecVirtual
+		for j := range cols {
+			cols[j] = ZMM()
+			VMOVDQU64(out.Offset(128*j+64*half), cols[j])
+		}
+		rows := transpose8(cols)
+		for l, r := range rows {
+			p := GP64()
+			MOVQ(lanePtrs.Offset(8*(8*half+l)), p)
+			VMOVDQU64(r, Mem{Base: p})
+		}
+	}
+	s8 := ZMM()
+	VPSLLQ(U8(3), sa, s8)
+	VPADDQ(s8, pa, pa)
+	VPSLLQ(U8(3), sb, s8)
+	VPADDQ(s8, pb, pb)
+	SUBQ(U8(groupSteps), n)
+	JMP(LabelRef(group))
+
+	// The remaining 0..7 blocks with gathers and scatters, software
+	// pipelined: the next block's gather is issued before the current
+	// block's rounds. The last block is peeled off so that nothing past a
+	// message is read.
+	Label(tail)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
 	b0, b1 := ZMM(), ZMM()
-	load(pa, pb, b0, b1)
+	gather(pa, pb, b0, b1)
 	DECQ(n)
 	JZ(LabelRef(name + "_last"))
 	loop := name + "_loop"
@@ -205,8 +299,9 @@ func genAVX512(name string, decrypt bool) {
 	VPADDQ(sa, pa, na)
 	VPADDQ(sb, pb, nb)
 	n0, n1 := ZMM(), ZMM()
-	load(na, nb, n0, n1)
-	process(b0, b1)
+	gather(na, nb, n0, n1)
+	wa, wb := process(b0, b1)
+	scatter(wa, wb, pa, pb)
 	VMOVDQA64(na, pa)
 	VMOVDQA64(nb, pb)
 	VMOVDQA64(n0, b0)
@@ -214,8 +309,10 @@ func genAVX512(name string, decrypt bool) {
 	DECQ(n)
 	JNZ(LabelRef(loop))
 	Label(name + "_last")
-	process(b0, b1)
+	wa, wb = process(b0, b1)
+	scatter(wa, wb, pa, pb)
 
+	Label(name + "_done")
 	VMOVDQU32(c0, Mem{Base: st})
 	VMOVDQU32(c1, Mem{Base: st, Disp: 64})
 	VMOVDQU32(x0, Mem{Base: st, Disp: 128})

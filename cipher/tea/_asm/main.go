@@ -24,5 +24,7 @@ func main() {
 	genConsts()
 	genAVX512("encryptLanesAVX512", false)
 	genAVX512("decryptLanesAVX512", true)
+	genAVX2("encryptLanesAVX2", false)
+	genAVX2("decryptLanesAVX2", true)
 	Generate()
 }
