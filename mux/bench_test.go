@@ -62,7 +62,7 @@ func impls() []struct {
 	return []struct {
 		name  string
 		plain bool
-	}{{"mux", false}, {"yamux", true}}
+	}{{"impl=mux", false}, {"impl=yamux", true}}
 }
 
 // BenchmarkThroughput measures one-stream bulk transfer over loopback TCP.

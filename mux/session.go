@@ -25,13 +25,15 @@ type Session struct {
 }
 
 // Client starts the client side of a session over conn. A nil cfg means
-// DefaultConfig(). The session owns conn from now on and closes it on Close.
+// DefaultConfig(). On success the session owns conn and closes it on Close;
+// on error (an invalid cfg) conn is left untouched.
 func Client(conn net.Conn, cfg *Config) (*Session, error) {
 	return newSession(conn, cfg, true)
 }
 
 // Server starts the server side of a session over conn. A nil cfg means
-// DefaultConfig(). The session owns conn from now on and closes it on Close.
+// DefaultConfig(). On success the session owns conn and closes it on Close;
+// on error (an invalid cfg) conn is left untouched.
 func Server(conn net.Conn, cfg *Config) (*Session, error) {
 	return newSession(conn, cfg, false)
 }
@@ -61,12 +63,12 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 // done before the stream is opened.
 //
 // OpenStream waits (under ctx) only while Config.AcceptBacklog streams it
-// opened are still unacknowledged by the peer. It does not wait for the peer
-// otherwise: the stream can be written at once,
-// and data sent before the peer accepts it travels with its opening. If the
-// peer refuses the stream (its limits), reads and writes on it fail with
-// ErrStreamReset. A peer that never acknowledges the stream within
-// Config.StreamOpenTimeout is considered dead and the session is closed.
+// opened are still unacknowledged by the peer. Otherwise it does not wait for
+// the peer: the stream can be written at once, and data written before the
+// peer accepts it follows its opening on the wire. If the peer refuses the
+// stream (its limits), reads and writes on it fail with ErrStreamReset. A peer
+// that does not acknowledge (accept) a stream within Config.StreamOpenTimeout
+// is considered dead and the session is closed, as yamux does.
 func (s *Session) OpenStream(ctx context.Context) (*Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
