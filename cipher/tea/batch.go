@@ -12,7 +12,9 @@ import (
 // Batch operations run independent messages side by side in SIMD lanes
 // where the CPU has AVX-512 (16 lanes) or AVX2 (8 lanes); elsewhere, or for a
 // single message, they fall back to the single-message code. The output is
-// byte for byte what the single-message functions produce.
+// byte for byte what the single-message functions produce. The destinations
+// of one batch must not overlap each other (each may be its own source's
+// storage).
 
 // fillChunk is how many messages' filler bytes are read from the random
 // source in one call.

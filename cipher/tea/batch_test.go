@@ -312,3 +312,40 @@ func benchBatch(b *testing.B, decrypt bool) {
 		}
 	}
 }
+
+// FuzzDecryptBatch splits the input into messages and checks that
+// DecryptBatch agrees with Decrypt on each, under every implementation.
+func FuzzDecryptBatch(f *testing.F) {
+	c := mustCipher(f, []byte("0123456789ABCDEF"))
+	f.Add([]byte{16, 24, 0}, c.Encrypt(nil, make([]byte, 30)))
+	f.Add([]byte{40, 3, 16}, bytes.Repeat([]byte{0x5a}, 200))
+	f.Fuzz(func(t *testing.T, cuts, data []byte) {
+		var srcs [][]byte
+		for _, n := range cuts {
+			n := min(int(n), len(data))
+			srcs = append(srcs, data[:n])
+			data = data[n:]
+		}
+		srcs = append(srcs, data)
+		defer func(v int) { batchImpl = v }(batchImpl)
+		for _, impl := range batchImpls() {
+			batchImpl = impl
+			dsts := make([][]byte, len(srcs))
+			err := c.DecryptBatch(dsts, srcs)
+			var berr *BatchError
+			if err != nil && !errors.As(err, &berr) {
+				t.Fatalf("%s: error %v is not a BatchError", batchNames[impl], err)
+			}
+			for i, src := range srcs {
+				want, werr := c.Decrypt(nil, src)
+				var gerr error
+				if berr != nil {
+					gerr = berr.Errs[i]
+				}
+				if (werr == nil) != (gerr == nil) || !bytes.Equal(dsts[i], want) {
+					t.Fatalf("%s: message %d: batch %x, %v; single %x, %v", batchNames[impl], i, dsts[i], gerr, want, werr)
+				}
+			}
+		}
+	})
+}
