@@ -143,8 +143,9 @@ func (s *Session) addGoroutine() bool {
 
 // AcceptStream waits for the next stream opened by the peer. It returns
 // ctx.Err() when ctx is done and ErrSessionClosed (possibly wrapping the
-// cause, such as io.EOF when the peer closed the connection) once the session
-// is closed.
+// cause, such as io.EOF when the peer closed the connection, or
+// ErrKeepAliveTimeout) once the session is closed. Streams still queued when
+// the session closes may be returned before that error; they fail on use.
 func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
 	ys, err := s.ys.AcceptStreamWithContext(ctx)
 	if err != nil {
