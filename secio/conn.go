@@ -128,10 +128,9 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 			in.w = copy(in.buf, in.buf[in.r:in.w])
 			in.r = 0
 		} else {
-			size := max(minReadBuffer, 2*len(in.buf))
-			for size < n {
-				size *= 2
-			}
+			// Grow to the frame in hand, rounded up to 4 KiB, never past
+			// the largest acceptable frame: a small buffer stays in cache.
+			size := max(minReadBuffer, (n+4095)&^4095)
 			size = min(size, max(n, in.maxLen+frameHeaderSize))
 			nb := make([]byte, size)
 			in.w = copy(nb, in.buf[in.r:in.w])

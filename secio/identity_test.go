@@ -302,3 +302,13 @@ func TestWycheproofEd25519(t *testing.T) {
 		t.Fatalf("ran %d vectors, want 151", n)
 	}
 }
+
+func TestPeerIDStringShape(t *testing.T) {
+	for range 200 {
+		k, _ := GenerateKey()
+		s := k.PeerID().String()
+		if len(s) != 46 || (!strings.HasPrefix(s, "gV") && !strings.HasPrefix(s, "gW")) {
+			t.Fatalf("peer ID %q", s)
+		}
+	}
+}

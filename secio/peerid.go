@@ -90,8 +90,9 @@ func (id PeerID) Bytes() []byte {
 	return b
 }
 
-// String returns the base58btc encoding of Bytes (46 characters starting
-// with "6"… or similar), or "" for the zero PeerID.
+// String returns the base58btc encoding of Bytes, or "" for the zero
+// PeerID. Every peer ID string is 46 characters long and starts with "gV"
+// or "gW" (the multihash prefix 0x1e 0x20 fixes the leading digits).
 func (id PeerID) String() string {
 	if id.IsZero() {
 		return ""

@@ -1,0 +1,129 @@
+package secio
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/tendril-p2p/tendril/cipher/aead"
+)
+
+func FuzzHandshakeMessages(f *testing.F) {
+	p := (&propose{version: 1, pubKey: testKey("a").pub.key, maxFrame: 1 << 20,
+		kexes: []KeyExchange{X25519, P256}, ciphers: aead.Preferred(), ext: extPadding}).marshal()
+	f.Add(p[4:])
+	f.Add((&exchange{kex: X25519, key: make([]byte, 32)}).marshal()[4:])
+	f.Add(appendConfirm(nil, [NonceSize]byte{1}, make([]byte, 64)))
+	f.Add([]byte{msgPropose, 0, 1})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) > MaxHandshakeMessage {
+			return
+		}
+		if pr, err := parsePropose(body); err == nil {
+			// What parses re-encodes to the same bytes.
+			if got := pr.marshal(); !bytes.Equal(got[4:], body) {
+				t.Fatalf("Propose round trip:\n in %x\nout %x", body, got[4:])
+			}
+			if len(pr.pubKey) != PublicKeySize || len(pr.kexes) == 0 || len(pr.ciphers) == 0 || pr.maxFrame < MinFrameSize {
+				t.Fatal("parsePropose accepted an invalid Propose")
+			}
+		} else if !errors.Is(err, ErrInvalidMessage) {
+			t.Fatalf("untyped error %v", err)
+		}
+		if e, err := parseExchange(body); err == nil {
+			if got := e.marshal(); !bytes.Equal(got[4:], body) {
+				t.Fatal("Exchange round trip")
+			}
+		}
+		if c, err := parseConfirm(body); err == nil {
+			if got := appendConfirm(nil, c.nonce, c.sig); !bytes.Equal(got, body) {
+				t.Fatal("Confirm round trip")
+			}
+		}
+	})
+}
+
+// fuzzConn reads from a fixed input and discards writes.
+type fuzzConn struct {
+	r *bytes.Reader
+}
+
+func (c *fuzzConn) Read(p []byte) (int, error)         { return c.r.Read(p) }
+func (c *fuzzConn) Write(p []byte) (int, error)        { return len(p), nil }
+func (c *fuzzConn) Close() error                       { return nil }
+func (c *fuzzConn) LocalAddr() net.Addr                { return &net.UnixAddr{Name: "fuzz", Net: "fuzz"} }
+func (c *fuzzConn) RemoteAddr() net.Addr               { return &net.UnixAddr{Name: "fuzz", Net: "fuzz"} }
+func (c *fuzzConn) SetDeadline(t time.Time) error      { return nil }
+func (c *fuzzConn) SetReadDeadline(t time.Time) error  { return nil }
+func (c *fuzzConn) SetWriteDeadline(t time.Time) error { return nil }
+
+func FuzzFrameReader(f *testing.F) {
+	// Seeds: valid frames from a sender with the fixed keys of rawPair.
+	x, y := newBufPair()
+	sa, _ := rawPair(f, x, y, aead.AES128GCM)
+	for _, m := range []string{"", "a", "hello, world"} {
+		sa.Write([]byte(m))
+	}
+	sa.Write(make([]byte, 3000))
+	var seed bytes.Buffer
+	io.Copy(&seed, io.LimitReader(&bufConnReader{y}, int64(len(y.in.buf))))
+	f.Add(seed.Bytes(), false)
+	f.Add([]byte{0, 0, 0, 16}, false)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, true)
+	f.Add([]byte{0, 0, 0, 0x20, 1, 2, 3}, true)
+	f.Fuzz(func(t *testing.T, data []byte, legacy bool) {
+		var c *Conn
+		fc := &fuzzConn{r: bytes.NewReader(data)}
+		const maxFrame = 4096
+		if legacy {
+			c, _ = LegacyTEA(fc, legacyKey, &LegacyConfig{MaxFrameSize: maxFrame})
+		} else {
+			_, c = rawPair(t, fc, fc, aead.AES128GCM)
+			c.in.maxLen = maxFrame + 16
+		}
+		buf := make([]byte, 100)
+		total := 0
+		for {
+			n, err := c.Read(buf)
+			total += n
+			if err != nil {
+				break
+			}
+		}
+		if total > len(data) {
+			t.Fatal("read more plaintext than input")
+		}
+		// Never buffer more than one maximum frame, whatever the input.
+		if cap(c.in.buf) > minReadBuffer && cap(c.in.buf) > maxFrame+64 {
+			t.Fatalf("read buffer grew to %d", cap(c.in.buf))
+		}
+	})
+}
+
+type bufConnReader struct{ c *bufConn }
+
+func (r *bufConnReader) Read(p []byte) (int, error) { return r.c.Read(p) }
+
+func FuzzHandshakeInput(f *testing.F) {
+	p := (&propose{version: 1, pubKey: testKey("b").pub.key, maxFrame: 1 << 20,
+		kexes: []KeyExchange{X25519}, ciphers: []aead.Suite{aead.AES128GCM}, ext: extPadding}).marshal()
+	ex := (&exchange{kex: X25519, key: testKey("b").pub.key}).marshal()
+	f.Add(append(bytes.Clone(p), ex...))
+	f.Add(p)
+	f.Add(binary.BigEndian.AppendUint32(nil, 5000))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg := testConfig("a")
+		cfg.Rand = newDetRand("fuzz")
+		_, err := Server(context.Background(), &fuzzConn{r: bytes.NewReader(data)}, cfg)
+		// Without the peer's keys no input can complete the handshake.
+		if err == nil {
+			t.Fatal("handshake completed on fuzz input")
+		}
+	})
+}
