@@ -234,6 +234,7 @@ type frameCheckConn struct {
 	net.Conn
 	mu         sync.Mutex
 	writes     int
+	maxWrite   int
 	dataFrames int // data frames with a body
 	headerOnly int
 	bad        []string
@@ -242,6 +243,7 @@ type frameCheckConn struct {
 func (c *frameCheckConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.writes++
+	c.maxWrite = max(c.maxWrite, len(p))
 	switch {
 	case len(p) < FrameHeaderSize:
 		c.bad = append(c.bad, fmt.Sprintf("short write of %d bytes", len(p)))
@@ -365,4 +367,31 @@ func TestManyRefusals(t *testing.T) {
 		}
 	}
 	waitFor(t, "client to count only live streams", func() bool { return c.NumStreams() == 2 })
+}
+
+// TestWritesFitMaxFrameSize checks that with the same configuration on both
+// sides, bulk transfers never write more than MaxFrameSize at once and every
+// write is one frame: what the secure connection's frame limit relies on.
+func TestWritesFitMaxFrameSize(t *testing.T) {
+	for _, cfg := range []*Config{nil, {MaxStreamWindow: MinStreamWindow}} {
+		a, b := tcpPair(t)
+		ca, cb := &frameCheckConn{Conn: a}, &frameCheckConn{Conn: b}
+		c, s := sessionPair(t, ca, cb, cfg, cfg)
+		wait := echo(t, s)
+		msg := make([]byte, 6<<20)
+		if err := roundTrip(context.Background(), c, msg); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		s.Close()
+		wait()
+		for _, fc := range []*frameCheckConn{ca, cb} {
+			writes, data, _, bad := fc.counts()
+			if len(bad) > 0 || fc.maxWrite > MaxFrameSize(cfg) || data < (6<<20)/MaxFrameSize(cfg) {
+				t.Fatalf("window %d: %d writes, %d data frames, largest write %d > %d, bad %q",
+					MaxFrameSize(cfg)-FrameHeaderSize, writes, data, fc.maxWrite, MaxFrameSize(cfg), bad)
+			}
+			t.Logf("window %d: %d writes, %d data frames, largest write %d", MaxFrameSize(cfg)-FrameHeaderSize, writes, data, fc.maxWrite)
+		}
+	}
 }
