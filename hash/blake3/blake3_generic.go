@@ -97,14 +97,20 @@ func putCV(out []byte, cv *[8]uint32) {
 }
 
 // hashChunksGeneric writes the chaining values of the full chunks of input
-// (chunk i has counter counter+i) to out, 32 bytes each.
-func hashChunksGeneric(input []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) {
+// (chunk i has counter counter+i), then of tail, a partial chunk that may
+// be empty, to out, 32 bytes each.
+func hashChunksGeneric(input, tail []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) {
 	for i := 0; i+chunkLen <= len(input); i += chunkLen {
 		cv := *key
 		compressChainGeneric(&cv, input[i:i+chunkLen], counter, flags, flagChunkStart, flagChunkEnd)
 		putCV(out, &cv)
 		out = out[outLen:]
 		counter++
+	}
+	if len(tail) > 0 {
+		o := chunkOutput(tail, key, counter, flags)
+		cv := o.chainingValue()
+		putCV(out, &cv)
 	}
 }
 

@@ -33,8 +33,8 @@ func compressChain(cv *[8]uint32, p []byte, counter uint64, flags, flagsStart, f
 	compressChainGeneric(cv, p, counter, flags, flagsStart, flagsEnd)
 }
 
-func hashChunks(input []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) {
-	hashChunksGeneric(input, key, counter, flags, out)
+func hashChunks(input, tail []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) {
+	hashChunksGeneric(input, tail, key, counter, flags, out)
 }
 
 func hashParents(cvs []byte, key *[8]uint32, flags uint32, out []byte) {

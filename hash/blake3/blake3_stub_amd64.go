@@ -26,20 +26,20 @@ func compressAVX512(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint6
 //go:noescape
 func chainAVX512(cv *[8]uint32, p *byte, n int, counter uint64, flags uint32, flagsStart uint32, flagsEnd uint32)
 
-// hash8AVX2 hashes 8 inputs of blocks full blocks each, with per-lane counters,
-// writing the chaining values to out.
+// hash8AVX2 hashes 8 inputs of up to blocks blocks each (see manyKernel
+// in the generator), writing the chaining values to out.
 //
 //go:noescape
-func hash8AVX2(inputs *[8]*byte, blocks int, key *[8]uint32, ctr *[16]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[256]byte)
+func hash8AVX2(inputs *[8]*byte, blocks int, key *[8]uint32, lp *[32]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[256]byte)
 
-// hash8AVX512 hashes 8 inputs of blocks full blocks each, with per-lane counters,
-// writing the chaining values to out.
+// hash8AVX512 hashes 8 inputs of up to blocks blocks each (see manyKernel
+// in the generator), writing the chaining values to out.
 //
 //go:noescape
-func hash8AVX512(inputs *[8]*byte, blocks int, key *[8]uint32, ctr *[16]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[256]byte)
+func hash8AVX512(inputs *[8]*byte, blocks int, key *[8]uint32, lp *[32]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[256]byte)
 
-// hash16AVX512 hashes 16 inputs of blocks full blocks each, with per-lane counters,
-// writing the chaining values to out.
+// hash16AVX512 hashes 16 inputs of up to blocks blocks each (see manyKernel
+// in the generator), writing the chaining values to out.
 //
 //go:noescape
-func hash16AVX512(inputs *[16]*byte, blocks int, key *[8]uint32, ctr *[32]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[512]byte)
+func hash16AVX512(inputs *[16]*byte, blocks int, key *[8]uint32, lp *[64]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[512]byte)

@@ -34,10 +34,23 @@ func TestKernelsAgainstGeneric(t *testing.T) {
 			for n := 1; n <= 40; n++ {
 				got := make([]byte, n*outLen)
 				want := make([]byte, n*outLen)
-				hashChunks(input[:n*chunkLen], &key, counter, flagKeyedHash, got)
-				hashChunksGeneric(input[:n*chunkLen], &key, counter, flagKeyedHash, want)
+				hashChunks(input[:n*chunkLen], nil, &key, counter, flagKeyedHash, got)
+				hashChunksGeneric(input[:n*chunkLen], nil, &key, counter, flagKeyedHash, want)
 				if !bytes.Equal(got, want) {
 					t.Fatalf("hashChunks(%d chunks, counter %#x) differs", n, counter)
+				}
+				for _, tl := range []int{1, 63, 64, 65, 500, 1023} {
+					tail := input[:tl]
+					if n < 40 {
+						tail = input[n*chunkLen : n*chunkLen+tl]
+					}
+					got := make([]byte, (n+1)*outLen)
+					want := make([]byte, (n+1)*outLen)
+					hashChunks(input[:n*chunkLen], tail, &key, counter, flagKeyedHash, got)
+					hashChunksGeneric(input[:n*chunkLen], tail, &key, counter, flagKeyedHash, want)
+					if !bytes.Equal(got, want) {
+						t.Fatalf("hashChunks(%d chunks + %d, counter %#x) differs", n, tl, counter)
+					}
 				}
 			}
 		}

@@ -156,13 +156,9 @@ func chunkOutput(p []byte, key *[8]uint32, counter uint64, flags uint32) output 
 // only the last may be partial, writing one chaining value per chunk to out.
 func compressChunksParallel(input []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) int {
 	n := len(input) / chunkLen
-	if n > 0 {
-		hashChunks(input[:n*chunkLen], key, counter, flags, out)
-	}
-	if rest := input[n*chunkLen:]; len(rest) > 0 {
-		o := chunkOutput(rest, key, counter+uint64(n), flags)
-		cv := o.chainingValue()
-		putCV(out[n*outLen:], &cv)
+	tail := input[n*chunkLen:]
+	hashChunks(input[:n*chunkLen], tail, key, counter, flags, out)
+	if len(tail) > 0 {
 		n++
 	}
 	return n

@@ -502,9 +502,13 @@ const (
 	kindAVX512x16
 )
 
-// manyKernel emits a kernel hashing `lanes` inputs of `blocks` full blocks
-// each: inputs[i] points at input i; ctr holds the lanes' counters (low
-// words, then high words); out receives the lanes' chaining values.
+// manyKernel emits a kernel hashing `lanes` inputs: inputs[i] points at
+// input i, whose blocks are compressed in sequence from the key. lp holds
+// four words per lane, in four runs of `lanes` words: the counter's low and
+// high words, the index of the lane's last block, and that block's length.
+// A lane's last block gets flagsEnd and its length; lanes with fewer blocks
+// than `blocks` (a partial last chunk, zero-padded to whole blocks) keep
+// their chaining value once done. out receives the chaining values.
 func manyKernel(name string, kind manyKind) {
 	lanes := 8
 	regs := yregs
@@ -512,28 +516,32 @@ func manyKernel(name string, kind manyKind) {
 	if kind == kindAVX512x16 {
 		lanes, regs, vsize = 16, zregs, 64
 	}
-	TEXT(name, 0, fmt.Sprintf("func(inputs *[%d]*byte, blocks int, key *[8]uint32, ctr *[%d]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[%d]byte)", lanes, 2*lanes, 32*lanes))
+	TEXT(name, 0, fmt.Sprintf("func(inputs *[%d]*byte, blocks int, key *[8]uint32, lp *[%d]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[%d]byte)", lanes, 4*lanes, 32*lanes))
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s hashes %d inputs of blocks full blocks each, with per-lane counters,", name, lanes),
-		"writing the chaining values to out.")
+	Doc(fmt.Sprintf("%s hashes %d inputs of up to blocks blocks each (see manyKernel", name, lanes),
+		"in the generator), writing the chaining values to out.")
 
 	cvMem := AllocLocal(8 * vsize)
-	var msgMem, flagMem, spillMem Mem
+	var msgMem, flagMem, spillMem, gtMem, bMem, endMem Mem
 	if kind == kindAVX2 {
 		msgMem = AllocLocal(16 * vsize)
 		spillMem = AllocLocal(vsize)
-		flagMem = AllocLocal(8)
+		gtMem = AllocLocal(vsize)
+		flagMem = AllocLocal(4)
+		bMem = AllocLocal(4)
 	}
+	endMem = AllocLocal(8)
 	inputs, nblocks, key, ctr, out := reg.RSI, reg.R8, reg.R9, reg.R10, reg.RDI
 	off, b, f := reg.RDX, reg.RBX, reg.ECX
 	Load(Param("inputs"), inputs)
 	Load(Param("blocks"), nblocks)
 	Load(Param("key"), key)
-	Load(Param("ctr"), ctr)
+	Load(Param("lp"), ctr)
 	Load(Param("flags"), reg.R11L)
 	Load(Param("flagsStart"), reg.R12L)
 	Load(Param("flagsEnd"), reg.R13L)
 	Load(Param("out"), out)
+	MOVL(reg.R13L, endMem)
 
 	mov := func(src, dst Op) {
 		if kind == kindAVX2 {
@@ -590,17 +598,12 @@ func manyKernel(name string, kind manyKind) {
 	XORQ(b, b)
 
 	Label("loop")
-	Comment("Flags for this block.")
+	Comment("Flags for this block, but for the lanes' last-block flags.")
 	MOVL(reg.R11L, f)
 	TESTQ(b, b)
 	JNZ(LabelRef("notfirst"))
 	ORL(reg.R12L, f)
 	Label("notfirst")
-	LEAQ(Mem{Base: b, Disp: 1}, reg.RAX)
-	CMPQ(reg.RAX, nblocks)
-	JNE(LabelRef("notlast"))
-	ORL(reg.R13L, f)
-	Label("notlast")
 
 	Comment("Load the block of every lane and transpose it into message words.")
 	var msg func(j int) Op
@@ -636,6 +639,32 @@ func manyKernel(name string, kind manyKind) {
 		}
 	}
 
+	Comment("Per-lane block lengths and flags; which lanes end here or are done.")
+	lastIdx := Mem{Base: ctr, Disp: 8 * lanes}
+	lastLen := Mem{Base: ctr, Disp: 12 * lanes}
+	if kind == kindAVX2 {
+		MOVL(reg.EBX, bMem)
+		VPBROADCASTD(bMem, v[14])
+		VPCMPEQD(lastIdx, v[14], v[13])
+		VPCMPGTD(lastIdx, v[14], v[12])
+		VMOVDQU(v[12], gtMem)
+		VPBROADCASTD(blockLenMem, v[14])
+		VPBLENDVB(v[13], lastLen, v[14], v[14])
+		MOVL(f, flagMem)
+		VPBROADCASTD(flagMem, v[15])
+		VPBROADCASTD(endMem, v[12])
+		VPAND(v[13], v[12], v[12])
+		VPOR(v[12], v[15], v[15])
+	} else {
+		VPBROADCASTD(reg.EBX, v[14])
+		VPCMPEQD(lastIdx, v[14], reg.K2)
+		VPCMPUD(U8(2), lastIdx, v[14], reg.K1)
+		VPBROADCASTD(blockLenMem, v[14])
+		VMOVDQU32(lastLen, reg.K2, v[14])
+		VPBROADCASTD(f, v[15])
+		VPBROADCASTD(reg.R13L, v[12])
+		VPORD(v[12], v[15], reg.K2, v[15])
+	}
 	Comment("Initialise the state.")
 	for w := 0; w < 8; w++ {
 		mov(cvMem.Offset(w*vsize), v[w])
@@ -645,21 +674,25 @@ func manyKernel(name string, kind manyKind) {
 	}
 	mov(Mem{Base: ctr}, v[12])
 	mov(Mem{Base: ctr, Disp: 4 * lanes}, v[13])
-	VPBROADCASTD(blockLenMem, v[14])
-	if kind == kindAVX2 {
-		MOVL(f, flagMem)
-		VPBROADCASTD(flagMem, v[15])
-	} else {
-		VPBROADCASTD(f, v[15])
-	}
 
 	for r := 0; r < 7; r++ {
 		Commentf("round %d", r+1)
 		round(isa, v, r, msg)
 	}
+	Comment("Feed forward; lanes past their last block keep their value.")
 	for w := 0; w < 8; w++ {
 		isa.xor(v[8+w], v[w])
-		mov(v[w], cvMem.Offset(w*vsize))
+	}
+	if kind == kindAVX2 {
+		VMOVDQU(gtMem, v[8])
+		for w := 0; w < 8; w++ {
+			VPBLENDVB(v[8], cvMem.Offset(w*vsize), v[w], v[w])
+			VMOVDQU(v[w], cvMem.Offset(w*vsize))
+		}
+	} else {
+		for w := 0; w < 8; w++ {
+			VMOVDQU32(v[w], reg.K1, cvMem.Offset(w*vsize))
+		}
 	}
 	ADDQ(U8(64), off)
 	INCQ(b)
@@ -670,13 +703,16 @@ func manyKernel(name string, kind manyKind) {
 	if kind == kindAVX512x16 {
 		rows := zregs[16:32]
 		for w := 0; w < 8; w++ {
-			VMOVDQA32(v[w], rows[w])
+			VMOVDQU32(cvMem.Offset(w*vsize), rows[w])
 		}
 		transpose16(rows, zregs[0:16])
 		for i := 0; i < 16; i++ {
 			VMOVDQU32(yregs[16+i], Mem{Base: out, Disp: 32 * i})
 		}
 	} else {
+		for w := 0; w < 8; w++ {
+			mov(cvMem.Offset(w*vsize), yregs[w])
+		}
 		transpose8(yregs[0:8], yregs[8:16], yregs[8:16], false)
 		for i := 0; i < 8; i++ {
 			VMOVDQU(yregs[8+i], Mem{Base: out, Disp: 32 * i})
