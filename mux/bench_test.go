@@ -172,3 +172,40 @@ func ExampleSession() {
 	fmt.Printf("%s\n", reply)
 	// Output: hello
 }
+
+// BenchmarkStreamOpenClose measures a stream's life over loopback TCP: open,
+// one byte each way, close on both sides.
+func BenchmarkStreamOpenClose(b *testing.B) {
+	a, c := tcpPair(b)
+	cfg := &Config{KeepAliveInterval: -1}
+	cs, _ := Client(a, cfg)
+	ss, _ := Server(c, cfg)
+	defer cs.Close()
+	defer ss.Close()
+	go func() {
+		buf := make([]byte, 1)
+		for {
+			st, err := ss.AcceptStream(context.Background())
+			if err != nil {
+				return
+			}
+			if _, err := io.ReadFull(st, buf); err == nil {
+				st.Write(buf)
+			}
+			st.Close()
+		}
+	}()
+	buf := make([]byte, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		st, err := cs.OpenStream(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		st.Write(buf)
+		if _, err := io.ReadFull(st, buf); err != nil {
+			b.Fatal(err)
+		}
+		st.Close()
+	}
+}

@@ -358,17 +358,19 @@ func (c *frameConn) inspect(h []byte) {
 	}
 }
 
-// Pools of coalescing buffers by power-of-two size class, so that an idle
-// session holds none.
+// Pools of coalescing buffers, so that an idle session holds none. A class
+// holds a header and a body of up to a power of two, the usual body sizes (a
+// full 1 MiB window is a 1 MiB + 12 byte frame).
 const (
-	minBufClass = 12 // 4 KiB
-	maxBufClass = 25 // 32 MiB
+	minBufClass = 12 // bodies up to 4 KiB
+	maxBufClass = 24 // bodies up to 16 MiB (MaxStreamWindowLimit)
 )
 
 var bufPools [maxBufClass - minBufClass + 1]sync.Pool
 
+// bufClass returns the class of a frame of n bytes (n > FrameHeaderSize).
 func bufClass(n int) int {
-	return max(bits.Len(uint(n-1)), minBufClass)
+	return max(bits.Len(uint(n-FrameHeaderSize-1)), minBufClass)
 }
 
 func getBuf(n int) *[]byte {
@@ -380,13 +382,13 @@ func getBuf(n int) *[]byte {
 	if p, ok := bufPools[c-minBufClass].Get().(*[]byte); ok {
 		return p
 	}
-	b := make([]byte, 0, 1<<c)
+	b := make([]byte, 0, 1<<c+FrameHeaderSize)
 	return &b
 }
 
 func putBuf(p *[]byte) {
 	c := bufClass(cap(*p))
-	if c > maxBufClass || cap(*p) != 1<<c {
+	if c > maxBufClass || cap(*p) != 1<<c+FrameHeaderSize {
 		return
 	}
 	*p = (*p)[:0]

@@ -395,3 +395,16 @@ func TestWritesFitMaxFrameSize(t *testing.T) {
 		}
 	}
 }
+
+func TestBufClasses(t *testing.T) {
+	for _, n := range []int{13, 100, 4096 + 12, 4096 + 13, 1<<20 + 12, 16<<20 + 12, 16<<20 + 13} {
+		p := getBuf(n)
+		if cap(*p) < n {
+			t.Fatalf("getBuf(%d) has capacity %d", n, cap(*p))
+		}
+		if n == 1<<20+12 && cap(*p) != n {
+			t.Fatalf("a full-window frame takes a buffer of %d bytes", cap(*p))
+		}
+		putBuf(p)
+	}
+}
