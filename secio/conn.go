@@ -347,13 +347,20 @@ func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
 	return err
 }
 
-// Close closes the underlying connection. It is safe to call more than
-// once and from any goroutine; calls after the first return nil.
+// Close closes the underlying connection and returns its error. It is safe
+// to call more than once and from any goroutine; calls after the first
+// return nil. Blocked Reads and Writes return an error wrapping
+// net.ErrClosed.
 func (c *Conn) Close() error {
+	first := false
 	c.closeOnce.Do(func() {
+		first = true
 		c.closed.Store(true)
 		c.closeErr = c.conn.Close()
 	})
+	if first {
+		return c.closeErr
+	}
 	return nil
 }
 
