@@ -74,10 +74,13 @@ func sumOp(c uint32) Mem {
 
 // zmmRounds emits the 32 half-rounds on v[0], v[1] (16 lanes each):
 // t op= ((s<<4)+ka) ^ (s+sum) ^ ((s>>5)+kc), the three-way XOR in one
-// VPTERNLOGD.
-func zmmRounds(v [2]reg.VecVirtual, k [4]reg.VecVirtual, rounds []halfRound, decrypt bool) {
+// VPTERNLOGD. The first update of each word goes to a new register, so v
+// itself is left intact; it returns the registers holding the result.
+func zmmRounds(v [2]reg.VecVirtual, k [4]reg.VecVirtual, rounds []halfRound, decrypt bool) [2]reg.VecVirtual {
+	cur := v
+	var fresh [2]bool
 	for _, hr := range rounds {
-		s, t := v[hr.s], v[hr.t]
+		s, t := cur[hr.s], cur[hr.t]
 		a, b, c := ZMM(), ZMM(), ZMM()
 		VPSLLD(U8(4), s, a)
 		VPADDD(k[hr.ka], a, a)
@@ -85,12 +88,19 @@ func zmmRounds(v [2]reg.VecVirtual, k [4]reg.VecVirtual, rounds []halfRound, dec
 		VPSRLD(U8(5), s, c)
 		VPADDD(k[hr.kc], c, c)
 		VPTERNLOGD(U8(0x96), c, b, a)
-		if decrypt {
-			VPSUBD(a, t, t)
-		} else {
-			VPADDD(a, t, t)
+		nt := t
+		if !fresh[hr.t] {
+			nt = ZMM()
+			fresh[hr.t] = true
 		}
+		if decrypt {
+			VPSUBD(a, t, nt)
+		} else {
+			VPADDD(a, t, nt)
+		}
+		cur[hr.t] = nt
 	}
+	return cur
 }
 
 // transpose8 transposes the 8x8 matrix of qwords in r (row i in r[i]) and
@@ -155,7 +165,8 @@ func genAVX512(name string, decrypt bool) {
 	VMOVDQU64(Mem{Base: ptrs, Disp: 64}, pb)
 	VMOVDQU64(Mem{Base: strides}, sa)
 	VMOVDQU64(Mem{Base: strides, Disp: 64}, sb)
-	c0, c1, x0, x1 := ZMM(), ZMM(), ZMM(), ZMM()
+	sc0, sc1, sx0, sx1 := ZMM(), ZMM(), ZMM(), ZMM()
+	c0, c1, x0, x1 := sc0, sc1, sx0, sx1
 	VMOVDQU32(Mem{Base: st}, c0)
 	VMOVDQU32(Mem{Base: st, Disp: 64}, c1)
 	VMOVDQU32(Mem{Base: st, Disp: 128}, x0)
@@ -184,34 +195,30 @@ func genAVX512(name string, decrypt bool) {
 		split(la, lb, b0, b1)
 	}
 	// process runs one block per lane from b0/b1 and returns the blocks to
-	// write back, as qwords in memory byte order (lanes 0-7, 8-15).
+	// write back, as qwords in memory byte order (lanes 0-7, 8-15). It
+	// renames instead of moving: afterwards c0, c1, x0, x1 name the
+	// registers holding the new chaining state.
 	process := func(b0, b1 reg.VecVirtual) (wa, wb reg.VecVirtual) {
 		v := [2]reg.VecVirtual{ZMM(), ZMM()}
-		o0, o1 := ZMM(), ZMM()
+		var o0, o1 reg.VecVirtual
 		if !decrypt {
 			// x_i = p_i ^ c_(i-1); c_i = E(x_i) ^ x_(i-1)
 			VPXORD(b0, c0, v[0])
 			VPXORD(b1, c1, v[1])
-			nx0, nx1 := ZMM(), ZMM()
-			VMOVDQA64(v[0], nx0)
-			VMOVDQA64(v[1], nx1)
-			zmmRounds(v, k, encRounds(), false)
-			VPXORD(v[0], x0, c0)
-			VPXORD(v[1], x1, c1)
-			VMOVDQA64(nx0, x0)
-			VMOVDQA64(nx1, x1)
-			o0, o1 = c0, c1
+			e := zmmRounds(v, k, encRounds(), false)
+			o0, o1 = ZMM(), ZMM()
+			VPXORD(e[0], x0, o0)
+			VPXORD(e[1], x1, o1)
+			c0, c1, x0, x1 = o0, o1, v[0], v[1]
 		} else {
 			// x_i = D(c_i ^ x_(i-1)); p_i = x_i ^ c_(i-1)
 			VPXORD(b0, x0, v[0])
 			VPXORD(b1, x1, v[1])
-			zmmRounds(v, k, decRounds(), true)
-			VPXORD(v[0], c0, o0)
-			VPXORD(v[1], c1, o1)
-			VMOVDQA64(v[0], x0)
-			VMOVDQA64(v[1], x1)
-			VMOVDQA64(b0, c0)
-			VMOVDQA64(b1, c1)
+			d := zmmRounds(v, k, decRounds(), true)
+			o0, o1 = ZMM(), ZMM()
+			VPXORD(d[0], c0, o0)
+			VPXORD(d[1], c1, o1)
+			c0, c1, x0, x1 = b0, b1, d[0], d[1]
 		}
 		wa, wb = ZMM(), ZMM()
 		VMOVDQU64(consts.ilo, wa)
@@ -221,6 +228,14 @@ func genAVX512(name string, decrypt bool) {
 		VPSHUFB(consts.bswap32, wa, wa)
 		VPSHUFB(consts.bswap32, wb, wb)
 		return wa, wb
+	}
+	// settle moves the renamed chaining state back into the loop-carried
+	// registers.
+	settle := func() {
+		for _, m := range [][2]reg.VecVirtual{{c0, sc0}, {c1, sc1}, {x0, sx0}, {x1, sx1}} {
+			VMOVDQA64(m[0], m[1])
+		}
+		c0, c1, x0, x1 = sc0, sc1, sx0, sx1
 	}
 	scatter := func(wa, wb, pa, pb reg.VecVirtual) {
 		KXNORW(ka, ka, ka)
@@ -274,6 +289,7 @@ func genAVX512(name string, decrypt bool) {
 			VMOVDQU64(r, Mem{Base: p})
 		}
 	}
+	settle()
 	s8 := ZMM()
 	VPSLLQ(U8(3), sa, s8)
 	VPADDQ(s8, pa, pa)
@@ -301,6 +317,7 @@ func genAVX512(name string, decrypt bool) {
 	n0, n1 := ZMM(), ZMM()
 	gather(na, nb, n0, n1)
 	wa, wb := process(b0, b1)
+	settle()
 	scatter(wa, wb, pa, pb)
 	VMOVDQA64(na, pa)
 	VMOVDQA64(nb, pb)
@@ -310,6 +327,7 @@ func genAVX512(name string, decrypt bool) {
 	JNZ(LabelRef(loop))
 	Label(name + "_last")
 	wa, wb = process(b0, b1)
+	settle()
 	scatter(wa, wb, pa, pb)
 
 	Label(name + "_done")
