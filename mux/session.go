@@ -144,24 +144,44 @@ func (s *Session) addGoroutine() bool {
 // AcceptStream waits for the next stream opened by the peer. It returns
 // ctx.Err() when ctx is done and ErrSessionClosed (possibly wrapping the
 // cause, such as io.EOF when the peer closed the connection, or
-// ErrKeepAliveTimeout) once the session is closed. Streams still queued when
-// the session closes may be returned before that error; they fail on use.
+// ErrKeepAliveTimeout, or ErrProtocol) once the session is closed; streams
+// still queued then are dropped.
 func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
 	ys, err := s.ys.AcceptStreamWithContext(ctx)
+	if err == nil && s.ys.IsClosed() {
+		err = yamux.ErrSessionShutdown // a stream left in the queue of a dead session
+	}
 	if err != nil {
+		if s.ys.IsClosed() {
+			return nil, s.closeCause(err)
+		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
-		}
-		if s.ys.IsClosed() {
-			if err == yamux.ErrSessionShutdown {
-				return nil, ErrSessionClosed
-			}
-			return nil, fmt.Errorf("%w: %w", ErrSessionClosed, mapErr(err))
 		}
 		return nil, mapErr(err)
 	}
 	s.tr.accepted(ys.StreamID())
 	return newStream(s, ys), nil
+}
+
+// closeCause returns ErrSessionClosed wrapping why the session closed. yamux
+// reports the cause only from AcceptStream, once its queue is empty, so the
+// queue of the dead session is drained (it holds at most AcceptBacklog
+// streams, and nothing blocks once the session is closed).
+func (s *Session) closeCause(err error) error {
+	for range s.tr.backlog + 2 {
+		if err != yamux.ErrSessionShutdown {
+			break
+		}
+		_, err = s.ys.AcceptStreamWithContext(context.Background())
+		if err == nil {
+			err = yamux.ErrSessionShutdown
+		}
+	}
+	if err == yamux.ErrSessionShutdown {
+		return ErrSessionClosed
+	}
+	return fmt.Errorf("%w: %w", ErrSessionClosed, mapErr(err))
 }
 
 // Close closes the session and its connection. Streams fail with

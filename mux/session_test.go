@@ -711,3 +711,37 @@ func TestPingFlood(t *testing.T) {
 	s.Close()
 	b.Close()
 }
+
+// TestHostileFrames checks that protocol violations close the session with
+// ErrProtocol and nothing else breaks.
+func TestHostileFrames(t *testing.T) {
+	cases := map[string][]byte{
+		"version":  {1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+		"type":     {0, 9, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+		"window":   append(hdr(typeData, flagSYN, 1, 2<<20), make([]byte, 2<<20)...),
+		"dup":      append(hdr(typeWindowUpdate, flagSYN, 1, 0), hdr(typeWindowUpdate, flagSYN, 1, 0)...),
+		"fin twice": append(append(hdr(typeWindowUpdate, flagSYN, 1, 0), hdr(typeWindowUpdate, flagFIN, 1, 0)...), hdr(typeWindowUpdate, flagFIN, 1, 0)...),
+	}
+	for name, frames := range cases {
+		t.Run(name, func(t *testing.T) {
+			a, b := net.Pipe()
+			defer b.Close()
+			go io.Copy(io.Discard, b)
+			s, err := Server(a, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			go b.Write(frames)
+			select {
+			case <-s.CloseChan():
+			case <-time.After(5 * time.Second):
+				t.Fatal("session survived a protocol violation")
+			}
+			_, aerr := s.AcceptStream(context.Background())
+			if !errors.Is(aerr, ErrSessionClosed) || !errors.Is(aerr, ErrProtocol) {
+				t.Fatalf("AcceptStream = %v, want ErrSessionClosed wrapping ErrProtocol", aerr)
+			}
+		})
+	}
+}
