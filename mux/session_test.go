@@ -716,10 +716,10 @@ func TestPingFlood(t *testing.T) {
 // ErrProtocol and nothing else breaks.
 func TestHostileFrames(t *testing.T) {
 	cases := map[string][]byte{
-		"version":  {1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
-		"type":     {0, 9, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
-		"window":   append(hdr(typeData, flagSYN, 1, 2<<20), make([]byte, 2<<20)...),
-		"dup":      append(hdr(typeWindowUpdate, flagSYN, 1, 0), hdr(typeWindowUpdate, flagSYN, 1, 0)...),
+		"version":   {1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+		"type":      {0, 9, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+		"window":    append(hdr(typeData, flagSYN, 1, 2<<20), make([]byte, 2<<20)...),
+		"dup":       append(hdr(typeWindowUpdate, flagSYN, 1, 0), hdr(typeWindowUpdate, flagSYN, 1, 0)...),
 		"fin twice": append(append(hdr(typeWindowUpdate, flagSYN, 1, 0), hdr(typeWindowUpdate, flagFIN, 1, 0)...), hdr(typeWindowUpdate, flagFIN, 1, 0)...),
 	}
 	for name, frames := range cases {
