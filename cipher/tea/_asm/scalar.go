@@ -111,29 +111,42 @@ func genScalar() {
 		MOVQ(Mem{Base: p}, x)
 		BSWAPQ(x)
 		XORQ(xp, xp)
+		// block runs the rounds on x and stores c = E(x) ^ xp; it returns
+		// E(x) (a 64-bit register).
+		block := func() reg.Register {
+			v := [2]reg.GPVirtual{GP32(), GP32()}
+			MOVQ(x, v[0].As64())
+			SHRQ(U8(32), v[0].As64())
+			MOVL(x.As32(), v[1])
+			scalarRounds(v, keys, encRounds(), false)
+			e := v[0].As64()
+			SHLQ(U8(32), e)
+			ORQ(v[1].As64(), e)
+			c := GP64()
+			MOVQ(e, c)
+			XORQ(xp, c) // c_i = E(x_i) ^ x_(i-1)
+			BSWAPQ(c)
+			MOVQ(c, Mem{Base: p})
+			return e
+		}
+		DECQ(n)
+		JZ(LabelRef("enc_last"))
 		Label("enc_loop")
-		v := [2]reg.GPVirtual{GP32(), GP32()}
-		MOVQ(x, v[0].As64())
-		SHRQ(U8(32), v[0].As64())
-		MOVL(x.As32(), v[1])
-		scalarRounds(v, keys, encRounds(), false)
-		e := v[0].As64()
-		SHLQ(U8(32), e)
-		ORQ(v[1].As64(), e)
-		XORQ(xp, e) // c_i = E(x_i) ^ x_(i-1)
+		// The next block is loaded before the rounds, and combined with
+		// x_(i-1) already: x_(i+1) = p_(i+1) ^ c_i = (p_(i+1) ^ x_(i-1)) ^ E(x_i).
+		q := GP64()
+		MOVQ(Mem{Base: p, Disp: 8}, q)
+		BSWAPQ(q)
+		XORQ(xp, q)
+		e := block()
 		MOVQ(x, xp)
-		c := GP64()
-		MOVQ(e, c)
-		BSWAPQ(c)
-		MOVQ(c, Mem{Base: p})
+		XORQ(e, q)
+		MOVQ(q, x)
 		ADDQ(U8(8), p)
 		DECQ(n)
-		JZ(LabelRef("enc_done"))
-		// x_(i+1) = p_(i+1) ^ c_i
-		MOVQ(Mem{Base: p}, x)
-		BSWAPQ(x)
-		XORQ(e, x)
-		JMP(LabelRef("enc_loop"))
+		JNZ(LabelRef("enc_loop"))
+		Label("enc_last")
+		block()
 		Label("enc_done")
 		RET()
 	}
