@@ -52,8 +52,9 @@ func (c *Cipher) EncryptBatch(dsts, srcs [][]byte) {
 // EncryptBatchWithFill is EncryptBatch with the filler bytes read from fill:
 // FillSize bytes per message in order, laid out as EncryptWithFill does, so
 // that dsts[i] gets exactly what EncryptWithFill(dsts[i], srcs[i], R_i)
-// would append. If fill fails, the error wraps ErrFill and every dsts[i]
-// keeps its contents and length.
+// would append. If fill fails, the error wraps ErrFill and every dsts[i] is
+// cut back to its original length (a plaintext being encrypted in place may
+// already have been moved).
 func (c *Cipher) EncryptBatchWithFill(dsts, srcs [][]byte, fill io.Reader) error {
 	checkBatch("EncryptBatchWithFill", dsts, srcs)
 	r := fillChunkPool.Get().(*[fillChunk * FillSize]byte)

@@ -54,13 +54,10 @@ const KeySize = 16
 // FillSize is the number of filler bytes EncryptWithFill reads per message.
 const FillSize = 12
 
-// Overhead bounds: a ciphertext is 10 to 17 bytes longer than its
-// plaintext, and never shorter than MinCiphertextSize.
-const (
-	// MinCiphertextSize is the length of the shortest valid ciphertext
-	// (that of the empty plaintext).
-	MinCiphertextSize = 16
-)
+// MinCiphertextSize is the length of the shortest valid ciphertext, that of
+// the empty plaintext. A ciphertext is 10 to 17 bytes longer than its
+// plaintext (see CiphertextLen).
+const MinCiphertextSize = 16
 
 // A Cipher is a TEA key schedule. It is safe for concurrent use.
 type Cipher struct {
@@ -173,7 +170,8 @@ func (c *Cipher) EncryptWithFill(dst, plaintext []byte, fill io.Reader) ([]byte,
 //
 // A nil error does not mean the message is authentic: TEA has no integrity
 // check, and tampered input decrypts to garbage. dst and ciphertext may
-// overlap exactly (dst = ciphertext[:0]) or not at all.
+// overlap exactly (dst = ciphertext[:0]) or not at all; in place, the
+// ciphertext is overwritten even when an error is returned.
 func (c *Cipher) Decrypt(dst, ciphertext []byte) ([]byte, error) {
 	return c.decrypt(dst, ciphertext, false)
 }
