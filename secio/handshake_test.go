@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -74,7 +75,7 @@ func TestFlippedBitInHandshake(t *testing.T) {
 			// A length prefix made larger leaves both sides waiting for
 			// bytes that never come: the handshake timeout ends it.
 			ca, cb := testConfig("a"), testConfig("b")
-			ca.HandshakeTimeout, cb.HandshakeTimeout = 250*time.Millisecond, 250*time.Millisecond
+			ca.HandshakeTimeout, cb.HandshakeTimeout = time.Second, time.Second
 			_, _, errA, errB := mitmHandshake(t, ca, cb, editAB, editBA)
 			recvErr, sendErr := errB, errA
 			if dir == "b->a" {
@@ -141,8 +142,10 @@ func TestReplayedExchange(t *testing.T) {
 	if errA == nil || errB == nil {
 		t.Fatalf("replayed Exchange accepted: client %v, server %v", errA, errB)
 	}
-	if !errors.Is(errA, ErrAuthFailed) {
-		t.Fatalf("client: %v, want ErrAuthFailed", errA)
+	// Whichever side reads the other's Confirm first fails to open it; the
+	// other may see the connection close first.
+	if !errors.Is(errA, ErrAuthFailed) && !errors.Is(errB, ErrAuthFailed) {
+		t.Fatalf("client %v, server %v: neither is ErrAuthFailed", errA, errB)
 	}
 }
 
@@ -609,5 +612,27 @@ func TestProposeLengthOdd(t *testing.T) {
 				t.Fatalf("round trip: %v", err)
 			}
 		}
+	}
+}
+
+func TestHandshakeLogging(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ca, cb := testConfig("a"), testConfig("b")
+	ca.Logger = logger
+	securePair(t, transports[0], ca, cb)
+	out := buf.String()
+	if !strings.Contains(out, "secio handshake complete") || !strings.Contains(out, cb.PrivateKey.PeerID().String()) {
+		t.Fatalf("log: %s", out)
+	}
+	seed, _ := ca.PrivateKey.MarshalBinary()
+	if strings.Contains(out, hex.EncodeToString(seed)) {
+		t.Fatal("private key logged")
+	}
+	buf.Reset()
+	a, b := net.Pipe()
+	handshakePair(a, b, ca, testConfig("a"))
+	if !strings.Contains(buf.String(), "secio handshake failed") {
+		t.Fatalf("failure not logged: %s", buf.String())
 	}
 }
