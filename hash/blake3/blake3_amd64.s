@@ -85,41 +85,231 @@ GLOBL blake3Rot8<>(SB), RODATA|NOPTR, $32
 DATA blake3BlockLen<>+0(SB)/4, $0x00000040
 GLOBL blake3BlockLen<>(SB), RODATA|NOPTR, $4
 
-DATA blake3PermL<>+0(SB)/4, $0x00000000
-DATA blake3PermL<>+4(SB)/4, $0x00000002
-DATA blake3PermL<>+8(SB)/4, $0x00000004
-DATA blake3PermL<>+12(SB)/4, $0x00000006
-DATA blake3PermL<>+16(SB)/4, $0x00000001
-DATA blake3PermL<>+20(SB)/4, $0x00000003
-DATA blake3PermL<>+24(SB)/4, $0x00000005
-DATA blake3PermL<>+28(SB)/4, $0x00000007
-DATA blake3PermL<>+32(SB)/4, $0x0000000e
-DATA blake3PermL<>+36(SB)/4, $0x00000008
-DATA blake3PermL<>+40(SB)/4, $0x0000000a
-DATA blake3PermL<>+44(SB)/4, $0x0000000c
-DATA blake3PermL<>+48(SB)/4, $0x0000000f
-DATA blake3PermL<>+52(SB)/4, $0x00000009
-DATA blake3PermL<>+56(SB)/4, $0x0000000b
-DATA blake3PermL<>+60(SB)/4, $0x0000000d
-GLOBL blake3PermL<>(SB), RODATA|NOPTR, $64
-
-DATA blake3PermR<>+0(SB)/4, $0x00000001
-DATA blake3PermR<>+4(SB)/4, $0x00000005
-DATA blake3PermR<>+8(SB)/4, $0x00000007
-DATA blake3PermR<>+12(SB)/4, $0x00000002
-DATA blake3PermR<>+16(SB)/4, $0x00000003
-DATA blake3PermR<>+20(SB)/4, $0x0000000a
-DATA blake3PermR<>+24(SB)/4, $0x00000000
-DATA blake3PermR<>+28(SB)/4, $0x0000000f
-DATA blake3PermR<>+32(SB)/4, $0x0000000c
-DATA blake3PermR<>+36(SB)/4, $0x00000004
-DATA blake3PermR<>+40(SB)/4, $0x0000000b
-DATA blake3PermR<>+44(SB)/4, $0x0000000d
-DATA blake3PermR<>+48(SB)/4, $0x00000009
-DATA blake3PermR<>+52(SB)/4, $0x0000000e
-DATA blake3PermR<>+56(SB)/4, $0x00000006
-DATA blake3PermR<>+60(SB)/4, $0x00000008
-GLOBL blake3PermR<>(SB), RODATA|NOPTR, $64
+DATA blake3Idx<>+0(SB)/4, $0x00000000
+DATA blake3Idx<>+4(SB)/4, $0x00000002
+DATA blake3Idx<>+8(SB)/4, $0x00000004
+DATA blake3Idx<>+12(SB)/4, $0x00000006
+DATA blake3Idx<>+16(SB)/4, $0x00000000
+DATA blake3Idx<>+20(SB)/4, $0x00000002
+DATA blake3Idx<>+24(SB)/4, $0x00000004
+DATA blake3Idx<>+28(SB)/4, $0x00000006
+DATA blake3Idx<>+32(SB)/4, $0x00000001
+DATA blake3Idx<>+36(SB)/4, $0x00000003
+DATA blake3Idx<>+40(SB)/4, $0x00000005
+DATA blake3Idx<>+44(SB)/4, $0x00000007
+DATA blake3Idx<>+48(SB)/4, $0x00000001
+DATA blake3Idx<>+52(SB)/4, $0x00000003
+DATA blake3Idx<>+56(SB)/4, $0x00000005
+DATA blake3Idx<>+60(SB)/4, $0x00000007
+DATA blake3Idx<>+64(SB)/4, $0x0000000e
+DATA blake3Idx<>+68(SB)/4, $0x00000008
+DATA blake3Idx<>+72(SB)/4, $0x0000000a
+DATA blake3Idx<>+76(SB)/4, $0x0000000c
+DATA blake3Idx<>+80(SB)/4, $0x0000000e
+DATA blake3Idx<>+84(SB)/4, $0x00000008
+DATA blake3Idx<>+88(SB)/4, $0x0000000a
+DATA blake3Idx<>+92(SB)/4, $0x0000000c
+DATA blake3Idx<>+96(SB)/4, $0x0000000f
+DATA blake3Idx<>+100(SB)/4, $0x00000009
+DATA blake3Idx<>+104(SB)/4, $0x0000000b
+DATA blake3Idx<>+108(SB)/4, $0x0000000d
+DATA blake3Idx<>+112(SB)/4, $0x0000000f
+DATA blake3Idx<>+116(SB)/4, $0x00000009
+DATA blake3Idx<>+120(SB)/4, $0x0000000b
+DATA blake3Idx<>+124(SB)/4, $0x0000000d
+DATA blake3Idx<>+128(SB)/4, $0x00000002
+DATA blake3Idx<>+132(SB)/4, $0x00000003
+DATA blake3Idx<>+136(SB)/4, $0x00000007
+DATA blake3Idx<>+140(SB)/4, $0x00000004
+DATA blake3Idx<>+144(SB)/4, $0x00000002
+DATA blake3Idx<>+148(SB)/4, $0x00000003
+DATA blake3Idx<>+152(SB)/4, $0x00000007
+DATA blake3Idx<>+156(SB)/4, $0x00000004
+DATA blake3Idx<>+160(SB)/4, $0x00000006
+DATA blake3Idx<>+164(SB)/4, $0x0000000a
+DATA blake3Idx<>+168(SB)/4, $0x00000000
+DATA blake3Idx<>+172(SB)/4, $0x0000000d
+DATA blake3Idx<>+176(SB)/4, $0x00000006
+DATA blake3Idx<>+180(SB)/4, $0x0000000a
+DATA blake3Idx<>+184(SB)/4, $0x00000000
+DATA blake3Idx<>+188(SB)/4, $0x0000000d
+DATA blake3Idx<>+192(SB)/4, $0x0000000f
+DATA blake3Idx<>+196(SB)/4, $0x00000001
+DATA blake3Idx<>+200(SB)/4, $0x0000000c
+DATA blake3Idx<>+204(SB)/4, $0x00000009
+DATA blake3Idx<>+208(SB)/4, $0x0000000f
+DATA blake3Idx<>+212(SB)/4, $0x00000001
+DATA blake3Idx<>+216(SB)/4, $0x0000000c
+DATA blake3Idx<>+220(SB)/4, $0x00000009
+DATA blake3Idx<>+224(SB)/4, $0x00000008
+DATA blake3Idx<>+228(SB)/4, $0x0000000b
+DATA blake3Idx<>+232(SB)/4, $0x00000005
+DATA blake3Idx<>+236(SB)/4, $0x0000000e
+DATA blake3Idx<>+240(SB)/4, $0x00000008
+DATA blake3Idx<>+244(SB)/4, $0x0000000b
+DATA blake3Idx<>+248(SB)/4, $0x00000005
+DATA blake3Idx<>+252(SB)/4, $0x0000000e
+DATA blake3Idx<>+256(SB)/4, $0x00000003
+DATA blake3Idx<>+260(SB)/4, $0x0000000a
+DATA blake3Idx<>+264(SB)/4, $0x0000000d
+DATA blake3Idx<>+268(SB)/4, $0x00000007
+DATA blake3Idx<>+272(SB)/4, $0x00000003
+DATA blake3Idx<>+276(SB)/4, $0x0000000a
+DATA blake3Idx<>+280(SB)/4, $0x0000000d
+DATA blake3Idx<>+284(SB)/4, $0x00000007
+DATA blake3Idx<>+288(SB)/4, $0x00000004
+DATA blake3Idx<>+292(SB)/4, $0x0000000c
+DATA blake3Idx<>+296(SB)/4, $0x00000002
+DATA blake3Idx<>+300(SB)/4, $0x0000000e
+DATA blake3Idx<>+304(SB)/4, $0x00000004
+DATA blake3Idx<>+308(SB)/4, $0x0000000c
+DATA blake3Idx<>+312(SB)/4, $0x00000002
+DATA blake3Idx<>+316(SB)/4, $0x0000000e
+DATA blake3Idx<>+320(SB)/4, $0x00000008
+DATA blake3Idx<>+324(SB)/4, $0x00000006
+DATA blake3Idx<>+328(SB)/4, $0x00000009
+DATA blake3Idx<>+332(SB)/4, $0x0000000b
+DATA blake3Idx<>+336(SB)/4, $0x00000008
+DATA blake3Idx<>+340(SB)/4, $0x00000006
+DATA blake3Idx<>+344(SB)/4, $0x00000009
+DATA blake3Idx<>+348(SB)/4, $0x0000000b
+DATA blake3Idx<>+352(SB)/4, $0x00000001
+DATA blake3Idx<>+356(SB)/4, $0x00000005
+DATA blake3Idx<>+360(SB)/4, $0x00000000
+DATA blake3Idx<>+364(SB)/4, $0x0000000f
+DATA blake3Idx<>+368(SB)/4, $0x00000001
+DATA blake3Idx<>+372(SB)/4, $0x00000005
+DATA blake3Idx<>+376(SB)/4, $0x00000000
+DATA blake3Idx<>+380(SB)/4, $0x0000000f
+DATA blake3Idx<>+384(SB)/4, $0x0000000a
+DATA blake3Idx<>+388(SB)/4, $0x0000000c
+DATA blake3Idx<>+392(SB)/4, $0x0000000e
+DATA blake3Idx<>+396(SB)/4, $0x0000000d
+DATA blake3Idx<>+400(SB)/4, $0x0000000a
+DATA blake3Idx<>+404(SB)/4, $0x0000000c
+DATA blake3Idx<>+408(SB)/4, $0x0000000e
+DATA blake3Idx<>+412(SB)/4, $0x0000000d
+DATA blake3Idx<>+416(SB)/4, $0x00000007
+DATA blake3Idx<>+420(SB)/4, $0x00000009
+DATA blake3Idx<>+424(SB)/4, $0x00000003
+DATA blake3Idx<>+428(SB)/4, $0x0000000f
+DATA blake3Idx<>+432(SB)/4, $0x00000007
+DATA blake3Idx<>+436(SB)/4, $0x00000009
+DATA blake3Idx<>+440(SB)/4, $0x00000003
+DATA blake3Idx<>+444(SB)/4, $0x0000000f
+DATA blake3Idx<>+448(SB)/4, $0x00000001
+DATA blake3Idx<>+452(SB)/4, $0x00000004
+DATA blake3Idx<>+456(SB)/4, $0x0000000b
+DATA blake3Idx<>+460(SB)/4, $0x00000005
+DATA blake3Idx<>+464(SB)/4, $0x00000001
+DATA blake3Idx<>+468(SB)/4, $0x00000004
+DATA blake3Idx<>+472(SB)/4, $0x0000000b
+DATA blake3Idx<>+476(SB)/4, $0x00000005
+DATA blake3Idx<>+480(SB)/4, $0x00000006
+DATA blake3Idx<>+484(SB)/4, $0x00000000
+DATA blake3Idx<>+488(SB)/4, $0x00000002
+DATA blake3Idx<>+492(SB)/4, $0x00000008
+DATA blake3Idx<>+496(SB)/4, $0x00000006
+DATA blake3Idx<>+500(SB)/4, $0x00000000
+DATA blake3Idx<>+504(SB)/4, $0x00000002
+DATA blake3Idx<>+508(SB)/4, $0x00000008
+DATA blake3Idx<>+512(SB)/4, $0x0000000c
+DATA blake3Idx<>+516(SB)/4, $0x00000009
+DATA blake3Idx<>+520(SB)/4, $0x0000000f
+DATA blake3Idx<>+524(SB)/4, $0x0000000e
+DATA blake3Idx<>+528(SB)/4, $0x0000000c
+DATA blake3Idx<>+532(SB)/4, $0x00000009
+DATA blake3Idx<>+536(SB)/4, $0x0000000f
+DATA blake3Idx<>+540(SB)/4, $0x0000000e
+DATA blake3Idx<>+544(SB)/4, $0x0000000d
+DATA blake3Idx<>+548(SB)/4, $0x0000000b
+DATA blake3Idx<>+552(SB)/4, $0x0000000a
+DATA blake3Idx<>+556(SB)/4, $0x00000008
+DATA blake3Idx<>+560(SB)/4, $0x0000000d
+DATA blake3Idx<>+564(SB)/4, $0x0000000b
+DATA blake3Idx<>+568(SB)/4, $0x0000000a
+DATA blake3Idx<>+572(SB)/4, $0x00000008
+DATA blake3Idx<>+576(SB)/4, $0x00000006
+DATA blake3Idx<>+580(SB)/4, $0x00000007
+DATA blake3Idx<>+584(SB)/4, $0x00000005
+DATA blake3Idx<>+588(SB)/4, $0x00000000
+DATA blake3Idx<>+592(SB)/4, $0x00000006
+DATA blake3Idx<>+596(SB)/4, $0x00000007
+DATA blake3Idx<>+600(SB)/4, $0x00000005
+DATA blake3Idx<>+604(SB)/4, $0x00000000
+DATA blake3Idx<>+608(SB)/4, $0x00000004
+DATA blake3Idx<>+612(SB)/4, $0x00000002
+DATA blake3Idx<>+616(SB)/4, $0x00000003
+DATA blake3Idx<>+620(SB)/4, $0x00000001
+DATA blake3Idx<>+624(SB)/4, $0x00000004
+DATA blake3Idx<>+628(SB)/4, $0x00000002
+DATA blake3Idx<>+632(SB)/4, $0x00000003
+DATA blake3Idx<>+636(SB)/4, $0x00000001
+DATA blake3Idx<>+640(SB)/4, $0x00000009
+DATA blake3Idx<>+644(SB)/4, $0x0000000b
+DATA blake3Idx<>+648(SB)/4, $0x00000008
+DATA blake3Idx<>+652(SB)/4, $0x0000000f
+DATA blake3Idx<>+656(SB)/4, $0x00000009
+DATA blake3Idx<>+660(SB)/4, $0x0000000b
+DATA blake3Idx<>+664(SB)/4, $0x00000008
+DATA blake3Idx<>+668(SB)/4, $0x0000000f
+DATA blake3Idx<>+672(SB)/4, $0x0000000e
+DATA blake3Idx<>+676(SB)/4, $0x00000005
+DATA blake3Idx<>+680(SB)/4, $0x0000000c
+DATA blake3Idx<>+684(SB)/4, $0x00000001
+DATA blake3Idx<>+688(SB)/4, $0x0000000e
+DATA blake3Idx<>+692(SB)/4, $0x00000005
+DATA blake3Idx<>+696(SB)/4, $0x0000000c
+DATA blake3Idx<>+700(SB)/4, $0x00000001
+DATA blake3Idx<>+704(SB)/4, $0x00000004
+DATA blake3Idx<>+708(SB)/4, $0x0000000d
+DATA blake3Idx<>+712(SB)/4, $0x00000000
+DATA blake3Idx<>+716(SB)/4, $0x00000002
+DATA blake3Idx<>+720(SB)/4, $0x00000004
+DATA blake3Idx<>+724(SB)/4, $0x0000000d
+DATA blake3Idx<>+728(SB)/4, $0x00000000
+DATA blake3Idx<>+732(SB)/4, $0x00000002
+DATA blake3Idx<>+736(SB)/4, $0x00000007
+DATA blake3Idx<>+740(SB)/4, $0x00000003
+DATA blake3Idx<>+744(SB)/4, $0x0000000a
+DATA blake3Idx<>+748(SB)/4, $0x00000006
+DATA blake3Idx<>+752(SB)/4, $0x00000007
+DATA blake3Idx<>+756(SB)/4, $0x00000003
+DATA blake3Idx<>+760(SB)/4, $0x0000000a
+DATA blake3Idx<>+764(SB)/4, $0x00000006
+DATA blake3Idx<>+768(SB)/4, $0x0000000b
+DATA blake3Idx<>+772(SB)/4, $0x00000005
+DATA blake3Idx<>+776(SB)/4, $0x00000001
+DATA blake3Idx<>+780(SB)/4, $0x00000008
+DATA blake3Idx<>+784(SB)/4, $0x0000000b
+DATA blake3Idx<>+788(SB)/4, $0x00000005
+DATA blake3Idx<>+792(SB)/4, $0x00000001
+DATA blake3Idx<>+796(SB)/4, $0x00000008
+DATA blake3Idx<>+800(SB)/4, $0x0000000f
+DATA blake3Idx<>+804(SB)/4, $0x00000000
+DATA blake3Idx<>+808(SB)/4, $0x00000009
+DATA blake3Idx<>+812(SB)/4, $0x00000006
+DATA blake3Idx<>+816(SB)/4, $0x0000000f
+DATA blake3Idx<>+820(SB)/4, $0x00000000
+DATA blake3Idx<>+824(SB)/4, $0x00000009
+DATA blake3Idx<>+828(SB)/4, $0x00000006
+DATA blake3Idx<>+832(SB)/4, $0x00000007
+DATA blake3Idx<>+836(SB)/4, $0x0000000e
+DATA blake3Idx<>+840(SB)/4, $0x00000002
+DATA blake3Idx<>+844(SB)/4, $0x00000003
+DATA blake3Idx<>+848(SB)/4, $0x00000007
+DATA blake3Idx<>+852(SB)/4, $0x0000000e
+DATA blake3Idx<>+856(SB)/4, $0x00000002
+DATA blake3Idx<>+860(SB)/4, $0x00000003
+DATA blake3Idx<>+864(SB)/4, $0x0000000d
+DATA blake3Idx<>+868(SB)/4, $0x0000000a
+DATA blake3Idx<>+872(SB)/4, $0x0000000c
+DATA blake3Idx<>+876(SB)/4, $0x00000004
+DATA blake3Idx<>+880(SB)/4, $0x0000000d
+DATA blake3Idx<>+884(SB)/4, $0x0000000a
+DATA blake3Idx<>+888(SB)/4, $0x0000000c
+DATA blake3Idx<>+892(SB)/4, $0x00000004
+GLOBL blake3Idx<>(SB), RODATA|NOPTR, $896
 
 // func compressSSE41(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint64, blockLen uint32, flags uint32)
 // Requires: SSE, SSE2, SSE4.1, SSSE3
@@ -1097,10 +1287,8 @@ TEXT ·compressAVX512(SB), NOSPLIT, $0-40
 	MOVQ        counter+24(FP), AX
 	MOVL        blockLen+32(FP), BX
 	MOVL        flags+36(FP), CX
-	VMOVDQU32   blake3PermL<>+0(SB), Z30
-	VMOVDQU32   blake3PermR<>+0(SB), Z31
-	VMOVDQU32   (DX), Z16
-	VPERMD      Z16, Z30, Z16
+	VMOVDQU32   (DX), Y16
+	VMOVDQU32   32(DX), Y17
 	VMOVDQU     (SI), X0
 	VMOVDQU     16(SI), X1
 	VMOVDQU     blake3IV<>+0(SB), X2
@@ -1111,293 +1299,322 @@ TEXT ·compressAVX512(SB), NOSPLIT, $0-40
 	VPUNPCKLQDQ X4, X3, X3
 
 	// round 1
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+0(SB), Y23
+	VPERMI2D  Y17, Y16, Y23
+	VMOVDQU32 blake3Idx<>+32(SB), Y24
+	VPERMI2D  Y17, Y16, Y24
+	VPADDD    X23, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X24, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x93, X0, X0
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+64(SB), Y25
+	VPERMI2D  Y17, Y16, Y25
+	VMOVDQU32 blake3Idx<>+96(SB), Y26
+	VPERMI2D  Y17, Y16, Y26
+	VPADDD    X25, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X26, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x39, X0, X0
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X3, X3
 
 	// round 2
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+128(SB), Y23
+	VPERMI2D  Y17, Y16, Y23
+	VMOVDQU32 blake3Idx<>+160(SB), Y24
+	VPERMI2D  Y17, Y16, Y24
+	VPADDD    X23, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X24, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x93, X0, X0
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+192(SB), Y25
+	VPERMI2D  Y17, Y16, Y25
+	VMOVDQU32 blake3Idx<>+224(SB), Y26
+	VPERMI2D  Y17, Y16, Y26
+	VPADDD    X25, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X26, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x39, X0, X0
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X3, X3
 
 	// round 3
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+256(SB), Y23
+	VPERMI2D  Y17, Y16, Y23
+	VMOVDQU32 blake3Idx<>+288(SB), Y24
+	VPERMI2D  Y17, Y16, Y24
+	VPADDD    X23, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X24, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x93, X0, X0
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+320(SB), Y25
+	VPERMI2D  Y17, Y16, Y25
+	VMOVDQU32 blake3Idx<>+352(SB), Y26
+	VPERMI2D  Y17, Y16, Y26
+	VPADDD    X25, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X26, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x39, X0, X0
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X3, X3
 
 	// round 4
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+384(SB), Y23
+	VPERMI2D  Y17, Y16, Y23
+	VMOVDQU32 blake3Idx<>+416(SB), Y24
+	VPERMI2D  Y17, Y16, Y24
+	VPADDD    X23, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X24, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x93, X0, X0
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+448(SB), Y25
+	VPERMI2D  Y17, Y16, Y25
+	VMOVDQU32 blake3Idx<>+480(SB), Y26
+	VPERMI2D  Y17, Y16, Y26
+	VPADDD    X25, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X26, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x39, X0, X0
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X3, X3
 
 	// round 5
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+512(SB), Y23
+	VPERMI2D  Y17, Y16, Y23
+	VMOVDQU32 blake3Idx<>+544(SB), Y24
+	VPERMI2D  Y17, Y16, Y24
+	VPADDD    X23, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X24, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x93, X0, X0
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+576(SB), Y25
+	VPERMI2D  Y17, Y16, Y25
+	VMOVDQU32 blake3Idx<>+608(SB), Y26
+	VPERMI2D  Y17, Y16, Y26
+	VPADDD    X25, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X26, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x39, X0, X0
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X3, X3
 
 	// round 6
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+640(SB), Y23
+	VPERMI2D  Y17, Y16, Y23
+	VMOVDQU32 blake3Idx<>+672(SB), Y24
+	VPERMI2D  Y17, Y16, Y24
+	VPADDD    X23, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X24, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x93, X0, X0
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+704(SB), Y25
+	VPERMI2D  Y17, Y16, Y25
+	VMOVDQU32 blake3Idx<>+736(SB), Y26
+	VPERMI2D  Y17, Y16, Y26
+	VPADDD    X25, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X26, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x39, X0, X0
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X3, X3
 
 	// round 7
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X17, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x10, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x0c, X1, X1
-	VPADDD        X19, X0, X0
-	VPADDD        X1, X0, X0
-	VPXORD        X0, X3, X3
-	VPRORD        $0x08, X3, X3
-	VPADDD        X3, X2, X2
-	VPXORD        X2, X1, X1
-	VPRORD        $0x07, X1, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPXOR         X2, X0, X0
-	VPXOR         X3, X1, X1
-	VMOVDQU       X0, (DI)
-	VMOVDQU       X1, 16(DI)
-	VMOVDQU       (SI), X4
-	VMOVDQU       16(SI), X5
-	VPXOR         X4, X2, X2
-	VPXOR         X5, X3, X3
-	VMOVDQU       X2, 32(DI)
-	VMOVDQU       X3, 48(DI)
+	VMOVDQU32 blake3Idx<>+768(SB), Y23
+	VPERMI2D  Y17, Y16, Y23
+	VMOVDQU32 blake3Idx<>+800(SB), Y24
+	VPERMI2D  Y17, Y16, Y24
+	VPADDD    X23, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X24, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x93, X0, X0
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X3, X3
+	VMOVDQU32 blake3Idx<>+832(SB), Y25
+	VPERMI2D  Y17, Y16, Y25
+	VMOVDQU32 blake3Idx<>+864(SB), Y26
+	VPERMI2D  Y17, Y16, Y26
+	VPADDD    X25, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x10, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x0c, X1, X1
+	VPADDD    X26, X0, X0
+	VPADDD    X1, X0, X0
+	VPXORD    X0, X3, X3
+	VPRORD    $0x08, X3, X3
+	VPADDD    X3, X2, X2
+	VPXORD    X2, X1, X1
+	VPRORD    $0x07, X1, X1
+	VPSHUFD   $0x39, X0, X0
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X3, X3
+	VPXOR     X2, X0, X0
+	VPXOR     X3, X1, X1
+	VMOVDQU   X0, (DI)
+	VMOVDQU   X1, 16(DI)
+	VMOVDQU   (SI), X4
+	VMOVDQU   16(SI), X5
+	VPXOR     X4, X2, X2
+	VPXOR     X5, X3, X3
+	VMOVDQU   X2, 32(DI)
+	VMOVDQU   X3, 48(DI)
 	VZEROUPPER
 	RET
 
@@ -1424,10 +1641,8 @@ loop:
 	ORL  R11, CX
 
 notlast:
-	VMOVDQU32   blake3PermL<>+0(SB), Z30
-	VMOVDQU32   blake3PermR<>+0(SB), Z31
-	VMOVDQU32   (DX), Z16
-	VPERMD      Z16, Z30, Z16
+	VMOVDQU32   (DX), Y16
+	VMOVDQU32   32(DX), Y17
 	VMOVDQU     blake3IV<>+0(SB), X2
 	SHLQ        $0x20, CX
 	ORQ         BX, CX
@@ -1437,401 +1652,430 @@ notlast:
 	VPRORD      $0x10, X3, X3
 
 	// round 1
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X17, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X19, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+0(SB), Y23
+	VPERMI2D   Y17, Y16, Y23
+	VMOVDQU32  blake3Idx<>+32(SB), Y24
+	VPERMI2D   Y17, Y16, Y24
+	VPADDD     X23, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X24, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+64(SB), Y25
+	VPERMI2D   Y17, Y16, Y25
+	VMOVDQU32  blake3Idx<>+96(SB), Y26
+	VPERMI2D   Y17, Y16, Y26
+	VPADDD     X25, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X26, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
 
 	// round 2
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X17, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X19, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+128(SB), Y23
+	VPERMI2D   Y17, Y16, Y23
+	VMOVDQU32  blake3Idx<>+160(SB), Y24
+	VPERMI2D   Y17, Y16, Y24
+	VPADDD     X23, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X24, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+192(SB), Y25
+	VPERMI2D   Y17, Y16, Y25
+	VMOVDQU32  blake3Idx<>+224(SB), Y26
+	VPERMI2D   Y17, Y16, Y26
+	VPADDD     X25, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X26, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
 
 	// round 3
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X17, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X19, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+256(SB), Y23
+	VPERMI2D   Y17, Y16, Y23
+	VMOVDQU32  blake3Idx<>+288(SB), Y24
+	VPERMI2D   Y17, Y16, Y24
+	VPADDD     X23, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X24, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+320(SB), Y25
+	VPERMI2D   Y17, Y16, Y25
+	VMOVDQU32  blake3Idx<>+352(SB), Y26
+	VPERMI2D   Y17, Y16, Y26
+	VPADDD     X25, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X26, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
 
 	// round 4
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X17, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X19, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+384(SB), Y23
+	VPERMI2D   Y17, Y16, Y23
+	VMOVDQU32  blake3Idx<>+416(SB), Y24
+	VPERMI2D   Y17, Y16, Y24
+	VPADDD     X23, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X24, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+448(SB), Y25
+	VPERMI2D   Y17, Y16, Y25
+	VMOVDQU32  blake3Idx<>+480(SB), Y26
+	VPERMI2D   Y17, Y16, Y26
+	VPADDD     X25, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X26, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
 
 	// round 5
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X17, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X19, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+512(SB), Y23
+	VPERMI2D   Y17, Y16, Y23
+	VMOVDQU32  blake3Idx<>+544(SB), Y24
+	VPERMI2D   Y17, Y16, Y24
+	VPADDD     X23, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X24, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+576(SB), Y25
+	VPERMI2D   Y17, Y16, Y25
+	VMOVDQU32  blake3Idx<>+608(SB), Y26
+	VPERMI2D   Y17, Y16, Y26
+	VPADDD     X25, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X26, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
 
 	// round 6
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X17, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X19, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+640(SB), Y23
+	VPERMI2D   Y17, Y16, Y23
+	VMOVDQU32  blake3Idx<>+672(SB), Y24
+	VPERMI2D   Y17, Y16, Y24
+	VPADDD     X23, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X24, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+704(SB), Y25
+	VPERMI2D   Y17, Y16, Y25
+	VMOVDQU32  blake3Idx<>+736(SB), Y26
+	VPERMI2D   Y17, Y16, Y26
+	VPADDD     X25, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X26, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
 
 	// round 7
-	VPERMD        Z16, Z31, Z16
-	VEXTRACTI32X4 $0x01, Z16, X17
-	VEXTRACTI32X4 $0x02, Z16, X18
-	VEXTRACTI32X4 $0x03, Z16, X19
-	VPADDD        X16, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X17, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x10, X3, X3
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x93, X0, X0
-	VPSHUFD       $0x39, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPADDD        X18, X0, X0
-	VPADDD        X1, X0, X0
-	VPRORD        $0x0c, X1, X22
-	VPSRLD        $0x10, X0, X20
-	VPSLLD        $0x10, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPRORD        $0x08, X3, X3
-	VPSRLD        $0x0c, X2, X20
-	VPSLLD        $0x14, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X22
-	VPADDD        X19, X0, X0
-	VPADDD        X22, X0, X0
-	VPRORD        $0x07, X22, X1
-	VPSRLD        $0x08, X0, X20
-	VPSLLD        $0x18, X0, X21
-	VPTERNLOGD    $0x96, X21, X20, X3
-	VPADDD        X3, X2, X2
-	VPSRLD        $0x07, X2, X20
-	VPSLLD        $0x19, X2, X21
-	VPTERNLOGD    $0x96, X21, X20, X1
-	VPSHUFD       $0x39, X0, X0
-	VPSHUFD       $0x93, X2, X2
-	VPSHUFD       $0x4e, X3, X3
-	VPXOR         X2, X0, X0
-	VPXOR         X3, X1, X1
-	ADDQ          $0x40, DX
-	DECQ          R8
-	JNZ           loop
-	VMOVDQU       X0, (SI)
-	VMOVDQU       X1, 16(SI)
+	VMOVDQU32  blake3Idx<>+768(SB), Y23
+	VPERMI2D   Y17, Y16, Y23
+	VMOVDQU32  blake3Idx<>+800(SB), Y24
+	VPERMI2D   Y17, Y16, Y24
+	VPADDD     X23, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X24, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x10, X3, X3
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VMOVDQU32  blake3Idx<>+832(SB), Y25
+	VPERMI2D   Y17, Y16, Y25
+	VMOVDQU32  blake3Idx<>+864(SB), Y26
+	VPERMI2D   Y17, Y16, Y26
+	VPADDD     X25, X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPRORD     $0x08, X3, X3
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     X26, X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VPXOR      X2, X0, X0
+	VPXOR      X3, X1, X1
+	ADDQ       $0x40, DX
+	DECQ       R8
+	JNZ        loop
+	VMOVDQU    X0, (SI)
+	VMOVDQU    X1, 16(SI)
 	VZEROUPPER
 	RET
 

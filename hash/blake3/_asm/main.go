@@ -55,13 +55,12 @@ var (
 
 // Constant tables.
 var (
-	ivMem, rot16Mem, rot8Mem, blockLenMem, permLMem, permRMem Mem
+	ivMem, rot16Mem, rot8Mem, blockLenMem, idxMem Mem
 )
 
-// The row layout used by the AVX-512 single-block kernel: the round's
-// message words in the order the four G steps of a round consume them
-// (columns: first then second word of each G; diagonals rotated to match
-// the lanes of row b, which stays in place).
+// The order in which the row kernels consume a round's message words:
+// columns (first, then second word of each G), then diagonals rotated to
+// match the lanes of row b, which stays in place.
 var rowLayout = [16]int{0, 2, 4, 6, 1, 3, 5, 7, 14, 8, 10, 12, 15, 9, 11, 13}
 
 func constants() {
@@ -82,19 +81,15 @@ func constants() {
 	}
 	blockLenMem = GLOBL("blake3BlockLen", RODATA|NOPTR)
 	DATA(0, U32(64))
-	// VPERMD indices: permLMem puts a block into rowLayout order; permRMem
-	// turns round r's layout into round r+1's.
-	var inv [16]int
-	for i, j := range rowLayout {
-		inv[j] = i
-	}
-	permLMem = GLOBL("blake3PermL", RODATA|NOPTR)
-	for i, j := range rowLayout {
-		DATA(4*i, U32(uint32(j)))
-	}
-	permRMem = GLOBL("blake3PermR", RODATA|NOPTR)
-	for i, j := range rowLayout {
-		DATA(4*i, U32(uint32(inv[msgPerm[j]])))
+	// VPERMI2D indices: vector v of round r (the four message vectors of a
+	// round in rowLayout order) in the low half of entry 4r+v.
+	idxMem = GLOBL("blake3Idx", RODATA|NOPTR)
+	for r := 0; r < 7; r++ {
+		for v := 0; v < 4; v++ {
+			for i := 0; i < 8; i++ {
+				DATA(32*(4*r+v)+4*i, U32(uint32(schedule[r][rowLayout[4*v+i%4]])))
+			}
+		}
 	}
 }
 
@@ -225,17 +220,15 @@ func sseISA(ptr reg.Register, _ bool) rowISA {
 	}
 }
 
-// avx512RowISA keeps the round's message in Z16 in rowLayout order and
-// permutes it with one VPERMD per round. A chain of blocks uses the
-// shorter-latency ternlog form of halfG; a single block does not, since
+// avx512RowISA keeps the block in two ymm registers and makes each message
+// vector with one two-table VPERMI2D whose index comes from blake3Idx: no
+// dependency between rounds, one shuffle per vector. A chain of blocks uses
+// the shorter-latency ternlog form of halfG; a single block does not, since
 // pre-rotating row d lengthens its start more than the form saves
 // (measured).
 func avx512RowISA(ptr reg.Register, chain bool) rowISA {
-	msgZ, permR := reg.Z16, reg.Z31
-	VMOVDQU32(permLMem, reg.Z30)
-	VMOVDQU32(permRMem, permR)
-	VMOVDQU32(Mem{Base: ptr}, msgZ)
-	VPERMD(msgZ, reg.Z30, msgZ)
+	VMOVDQU32(Mem{Base: ptr}, reg.Y16)
+	VMOVDQU32(Mem{Base: ptr, Disp: 32}, reg.Y17)
 	return rowISA{
 		ternlog: chain,
 		add:     func(src, dst Op) { VPADDD(src, dst, dst) },
@@ -245,16 +238,15 @@ func avx512RowISA(ptr reg.Register, chain bool) rowISA {
 		},
 		pshufd: func(imm int, r reg.VecPhysical) { VPSHUFD(U8(imm), r, r) },
 		msg: func(r, step int) (Op, Op) {
-			if step == 0 {
-				if r > 0 {
-					VPERMD(msgZ, permR, msgZ)
-				}
-				VEXTRACTI32X4(U8(1), msgZ, reg.X17)
-				VEXTRACTI32X4(U8(2), msgZ, reg.X18)
-				VEXTRACTI32X4(U8(3), msgZ, reg.X19)
-				return reg.X16, reg.X17
+			out := [2]reg.VecPhysical{reg.Y23, reg.Y24}
+			if step == 1 {
+				out = [2]reg.VecPhysical{reg.Y25, reg.Y26}
 			}
-			return reg.X18, reg.X19
+			for i, y := range out {
+				VMOVDQU32(idxMem.Offset(32*(4*r+2*step+i)), y)
+				VPERMI2D(reg.Y17, reg.Y16, y)
+			}
+			return out[0].AsX(), out[1].AsX()
 		},
 	}
 }
