@@ -86,65 +86,47 @@ func layoutAppend(dsts, srcs [][]byte, i int, r *[FillSize]byte, keepTrailer boo
 
 // DecryptBatch decrypts every srcs[i] as Decrypt does and appends the
 // plaintext to dsts[i], replacing dsts[i] with the extended slice. If some
-// messages fail, it returns a *BatchError naming them; their dsts[i] are
-// left unchanged and the others are still decrypted. dsts[i] may be
+// messages fail, it returns a *BatchError naming them; their dsts[i] keep
+// their length and the others are still decrypted. dsts[i] may be
 // srcs[i][:0]. It panics if len(dsts) != len(srcs).
 //
 // As with Decrypt, success says nothing about authenticity.
 func (c *Cipher) DecryptBatch(dsts, srcs [][]byte) error {
 	checkBatch("DecryptBatch", dsts, srcs)
-	var berr *BatchError
-	fail := func(i int, err error) {
-		if berr == nil {
-			berr = &BatchError{Errs: make([]error, len(srcs))}
-		}
-		berr.Errs[i] = err
+	var errs batchErrs
+	if width := laneWidth(batchImpl); width > 0 && len(srcs) > 1 {
+		c.runLanes(dsts, srcs, true, batchImpl, width, &errs)
+		return errs.result()
 	}
 	for i, ct := range srcs {
-		if err := checkCiphertextLen(len(ct)); err != nil {
-			fail(i, err)
-			continue
-		}
-		ret, out := sliceForAppend(dsts[i], len(ct))
-		copy(out, ct) // a no-op move when dsts[i] is ct[:0]
-		dsts[i] = ret
-	}
-	c.decryptLanes(dsts, srcs)
-	for i, ct := range srcs {
-		if checkCiphertextLen(len(ct)) != nil {
-			continue
-		}
-		d := dsts[i]
-		head := len(d) - len(ct)
-		n, err := unpad(d[head:], false)
+		d, err := c.Decrypt(dsts[i], ct)
 		if err != nil {
-			fail(i, err)
-			dsts[i] = d[:head]
+			errs.fail(i, len(srcs), err)
 			continue
 		}
-		dsts[i] = d[:head+n]
+		dsts[i] = d
 	}
-	if berr != nil {
-		return berr
-	}
-	return nil
+	return errs.result()
 }
 
-// encRegion returns the padded message of srcs[i] at the end of dsts[i]
-// (after layoutAppend).
-func encRegion(dsts, srcs [][]byte, i int) []byte {
-	d := dsts[i]
-	return d[len(d)-CiphertextLen(len(srcs[i])):]
+// batchErrs collects the per-message errors of a batch, allocating only
+// when one fails.
+type batchErrs struct {
+	berr *BatchError
 }
 
-// decRegion returns the ciphertext copy of srcs[i] at the end of dsts[i],
-// or nil if srcs[i] has an invalid length (and was not copied).
-func decRegion(dsts, srcs [][]byte, i int) []byte {
-	if checkCiphertextLen(len(srcs[i])) != nil {
+func (e *batchErrs) fail(i, n int, err error) {
+	if e.berr == nil {
+		e.berr = &BatchError{Errs: make([]error, n)}
+	}
+	e.berr.Errs[i] = err
+}
+
+func (e *batchErrs) result() error {
+	if e.berr == nil {
 		return nil
 	}
-	d := dsts[i]
-	return d[len(d)-len(srcs[i]):]
+	return e.berr
 }
 
 // Batch implementations. batchGeneric runs one message after another;
@@ -157,94 +139,135 @@ const (
 	batchAVX512
 )
 
+// encryptLanes encrypts the padded messages laid out at the end of every
+// dsts[i].
 func (c *Cipher) encryptLanes(dsts, srcs [][]byte) {
 	if width := laneWidth(batchImpl); width > 0 && len(srcs) > 1 {
-		c.runLanes(dsts, srcs, false, batchImpl, width)
+		c.runLanes(dsts, srcs, false, batchImpl, width, nil)
 		return
 	}
-	c.encryptLanesGeneric(dsts, srcs)
-}
-
-func (c *Cipher) decryptLanes(dsts, srcs [][]byte) {
-	if width := laneWidth(batchImpl); width > 0 && len(srcs) > 1 {
-		c.runLanes(dsts, srcs, true, batchImpl, width)
-		return
-	}
-	c.decryptLanesGeneric(dsts, srcs)
-}
-
-// encryptLanesGeneric and decryptLanesGeneric run the batch one message at a
-// time.
-func (c *Cipher) encryptLanesGeneric(dsts, srcs [][]byte) {
 	for i := range srcs {
 		encryptChain(&c.k, encRegion(dsts, srcs, i))
 	}
 }
 
-func (c *Cipher) decryptLanesGeneric(dsts, srcs [][]byte) {
-	for i := range srcs {
-		if b := decRegion(dsts, srcs, i); b != nil {
-			decryptChain(&c.k, b, b)
-		}
+// encRegion returns the padded message of srcs[i] at the end of dsts[i]
+// (after layoutAppend).
+func encRegion(dsts, srcs [][]byte, i int) []byte {
+	d := dsts[i]
+	return d[len(d)-CiphertextLen(len(srcs[i])):]
+}
+
+// region is what a lane runs: blocks read from in and written to out (the
+// same memory, or out below in), starting from the chaining state c, x.
+type region struct {
+	in, out []byte
+	c, x    uint64
+}
+
+// decryptStart begins decrypting srcs[i] for the lanes: it checks the
+// length, reserves the output at the end of dsts[i], decrypts the block(s)
+// holding the header in Go, writes their plaintext bytes, sets dsts[i] to
+// its final length, and returns the remaining blocks as a region whose
+// output lands directly at its final place (no copy, no shift afterwards).
+// The region is empty if nothing is left; ok is false if the message failed.
+func (c *Cipher) decryptStart(dsts, srcs [][]byte, i int, errs *batchErrs) (r region, ok bool) {
+	ct := srcs[i]
+	if err := checkCiphertextLen(len(ct)); err != nil {
+		errs.fail(i, len(srcs), err)
+		return r, false
 	}
+	var blk [2 * BlockSize]byte
+	// The first block, and the second when the plaintext starts in it.
+	c1 := binary.BigEndian.Uint64(ct)
+	x1 := decryptBlockGo(&c.k, c1)
+	start := int(x1>>56&7) + 3
+	if start > len(ct)-7 {
+		errs.fail(i, len(srcs), fmt.Errorf("%w: plaintext would start at %d of %d bytes", ErrPadding, start, len(ct)))
+		return r, false
+	}
+	binary.BigEndian.PutUint64(blk[:], x1)
+	done, cprev, xprev := BlockSize, c1, x1
+	if start > BlockSize {
+		c2 := binary.BigEndian.Uint64(ct[BlockSize:])
+		x2 := decryptBlockGo(&c.k, c2^x1)
+		binary.BigEndian.PutUint64(blk[BlockSize:], x2^c1)
+		done, cprev, xprev = 2*BlockSize, c2, x2
+	}
+	head := len(dsts[i])
+	ret, area := sliceForAppend(dsts[i], len(ct))
+	// In place, area is ct: this overwrites only blocks already read.
+	copy(area, blk[start:done])
+	dsts[i] = ret[:head+len(ct)-7-start]
+	return region{in: ct[done:], out: area[done-start : len(ct)-start], c: cprev, x: xprev}, true
+}
+
+// decryptBlockGo returns D(v) for one block, as a big-endian uint64.
+func decryptBlockGo(k *[4]uint32, v uint64) uint64 {
+	var b [BlockSize]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	decryptChain(k, b[:], b[:]) // one block with zero chaining state: D(v)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // lanes is the memory the lane kernels work on; its layout is fixed by
 // _asm/avx512.go.
 type lanes struct {
-	ptrs    [16]*byte
+	ins     [16]*byte
+	outs    [16]*byte
 	strides [16]uint64
 	state   [64]uint32
 	scratch [64]byte // where idle lanes read and write (a kernel loads 64 bytes at once)
 }
 
-// runLanes runs every message's region (encRegion or decRegion; nil ones
-// are skipped) through the lane kernel of impl, width lanes at a time. A lane whose message ends
-// takes the next message; lanes with nothing left idle on a scratch block.
-// Each call runs as many blocks as the shortest active message has left.
-func (c *Cipher) runLanes(dsts, srcs [][]byte, decrypt bool, impl, width int) {
+// runLanes runs every message through the lane kernel of impl, width lanes
+// at a time. A lane whose message ends takes the next message; lanes with
+// nothing left idle on a scratch area. Each kernel call runs as many blocks
+// as the shortest active message has left. Encryption works in place on the
+// padded messages laid out at the end of dsts; decryption starts each
+// message with decryptStart, and records failures in errs.
+func (c *Cipher) runLanes(dsts, srcs [][]byte, decrypt bool, impl, width int, errs *batchErrs) {
 	var (
-		l      lanes
-		buf    [16][]byte // each lane's region
-		pos    [16]int    // each lane's next block offset in bytes
-		next   int        // next message to start
-		active int
+		l    lanes
+		reg  [16]region // each lane's message
+		pos  [16]int    // each lane's next block offset in bytes
+		next int        // next message to start
 	)
 	for {
 		steps := -1
-		active = 0
+		active := 0
 		for j := range width {
-			if pos[j] == len(buf[j]) {
-				buf[j], pos[j] = nil, 0
-				for next < len(srcs) && buf[j] == nil {
+			if pos[j] == len(reg[j].in) {
+				reg[j], pos[j] = region{}, 0
+				for next < len(srcs) && len(reg[j].in) == 0 {
 					if decrypt {
-						buf[j] = decRegion(dsts, srcs, next)
+						reg[j], _ = c.decryptStart(dsts, srcs, next, errs)
 					} else {
-						buf[j] = encRegion(dsts, srcs, next)
+						b := encRegion(dsts, srcs, next)
+						reg[j] = region{in: b, out: b}
 					}
 					next++
 				}
-				if buf[j] != nil {
-					// A new message: chaining state starts at zero.
-					l.state[j], l.state[16+j], l.state[32+j], l.state[48+j] = 0, 0, 0, 0
-				}
+				r := &reg[j]
+				l.state[j], l.state[16+j] = uint32(r.c>>32), uint32(r.c)
+				l.state[32+j], l.state[48+j] = uint32(r.x>>32), uint32(r.x)
 			}
-			if buf[j] == nil {
-				l.ptrs[j], l.strides[j] = &l.scratch[0], 0
+			if len(reg[j].in) == 0 {
+				l.ins[j], l.outs[j], l.strides[j] = &l.scratch[0], &l.scratch[0], 0
 				continue
 			}
 			active++
-			l.ptrs[j], l.strides[j] = &buf[j][pos[j]], BlockSize
-			if left := (len(buf[j]) - pos[j]) / BlockSize; steps < 0 || left < steps {
+			l.ins[j], l.outs[j], l.strides[j] = &reg[j].in[pos[j]], &reg[j].out[pos[j]], BlockSize
+			if left := (len(reg[j].in) - pos[j]) / BlockSize; steps < 0 || left < steps {
 				steps = left
 			}
 		}
 		if active == 0 {
 			return
 		}
-		runKernel(impl, decrypt, &c.k, &l.ptrs, &l.strides, &l.state, steps)
+		runKernel(impl, decrypt, &c.k, &l.ins, &l.outs, &l.strides, &l.state, steps)
 		for j := range width {
-			if buf[j] != nil {
+			if len(reg[j].in) > 0 {
 				pos[j] += steps * BlockSize
 			}
 		}
@@ -253,22 +276,22 @@ func (c *Cipher) runLanes(dsts, srcs [][]byte, decrypt bool, impl, width int) {
 
 // encryptLanesGo is the portable twin of the assembly lane kernels: the same
 // contract, one lane after another. Idle lanes (stride 0) are skipped.
-func encryptLanesGo(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
+func encryptLanesGo(k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
 	for j := range 16 {
 		if strides[j] == 0 {
 			continue
 		}
-		buf := unsafe.Slice(ptrs[j], nblocks*BlockSize)
+		in := unsafe.Slice(ins[j], nblocks*BlockSize)
+		out := unsafe.Slice(outs[j], nblocks*BlockSize)
 		cprev := uint64(state[j])<<32 | uint64(state[16+j])
 		xprev := uint64(state[32+j])<<32 | uint64(state[48+j])
+		var blk [BlockSize]byte
 		for b := range nblocks {
-			blk := buf[b*BlockSize : (b+1)*BlockSize]
-			x := binary.BigEndian.Uint64(blk) ^ cprev
-			binary.BigEndian.PutUint64(blk, x)
-			encryptChainGeneric(k, blk)
-			// encryptChainGeneric on one block with zero state gives E(x).
-			cprev = binary.BigEndian.Uint64(blk) ^ xprev
-			binary.BigEndian.PutUint64(blk, cprev)
+			x := binary.BigEndian.Uint64(in[b*BlockSize:]) ^ cprev
+			binary.BigEndian.PutUint64(blk[:], x)
+			encryptChainGeneric(k, blk[:]) // one block, zero state: E(x)
+			cprev = binary.BigEndian.Uint64(blk[:]) ^ xprev
+			binary.BigEndian.PutUint64(out[b*BlockSize:], cprev)
 			xprev = x
 		}
 		state[j], state[16+j] = uint32(cprev>>32), uint32(cprev)
@@ -277,23 +300,23 @@ func encryptLanesGo(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[
 }
 
 // decryptLanesGo is the decrypting twin of encryptLanesGo.
-func decryptLanesGo(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
+func decryptLanesGo(k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
 	for j := range 16 {
 		if strides[j] == 0 {
 			continue
 		}
-		buf := unsafe.Slice(ptrs[j], nblocks*BlockSize)
+		in := unsafe.Slice(ins[j], nblocks*BlockSize)
+		out := unsafe.Slice(outs[j], nblocks*BlockSize)
 		cprev := uint64(state[j])<<32 | uint64(state[16+j])
 		xprev := uint64(state[32+j])<<32 | uint64(state[48+j])
+		var blk [BlockSize]byte
 		for b := range nblocks {
-			blk := buf[b*BlockSize : (b+1)*BlockSize]
-			c := binary.BigEndian.Uint64(blk)
-			binary.BigEndian.PutUint64(blk, c^xprev)
-			decryptChainGeneric(k, blk, blk)
-			// decryptChainGeneric on one block with zero state gives D(.).
-			x := binary.BigEndian.Uint64(blk)
-			binary.BigEndian.PutUint64(blk, x^cprev)
-			xprev, cprev = x, c
+			cur := binary.BigEndian.Uint64(in[b*BlockSize:])
+			binary.BigEndian.PutUint64(blk[:], cur^xprev)
+			decryptChainGeneric(k, blk[:], blk[:]) // one block, zero state: D(.)
+			x := binary.BigEndian.Uint64(blk[:])
+			binary.BigEndian.PutUint64(out[b*BlockSize:], x^cprev)
+			xprev, cprev = x, cur
 		}
 		state[j], state[16+j] = uint32(cprev>>32), uint32(cprev)
 		state[32+j], state[48+j] = uint32(xprev>>32), uint32(xprev)

@@ -71,19 +71,19 @@ func laneWidth(impl int) int {
 
 // runKernel calls the lane kernel of impl directly (a call through a
 // function value would make its arguments escape).
-func runKernel(impl int, decrypt bool, k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
+func runKernel(impl int, decrypt bool, k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
 	switch {
 	case impl == batchAVX512 && decrypt:
-		decryptLanesAVX512(k, ptrs, strides, state, nblocks)
+		decryptLanesAVX512(k, ins, outs, strides, state, nblocks)
 	case impl == batchAVX512:
-		encryptLanesAVX512(k, ptrs, strides, state, nblocks)
+		encryptLanesAVX512(k, ins, outs, strides, state, nblocks)
 	case impl == batchAVX2 && decrypt:
-		decryptLanesAVX2(k, ptrs, strides, state, nblocks)
+		decryptLanesAVX2(k, ins, outs, strides, state, nblocks)
 	case impl == batchAVX2:
-		encryptLanesAVX2(k, ptrs, strides, state, nblocks)
+		encryptLanesAVX2(k, ins, outs, strides, state, nblocks)
 	case decrypt:
-		decryptLanesGo(k, ptrs, strides, state, nblocks)
+		decryptLanesGo(k, ins, outs, strides, state, nblocks)
 	default:
-		encryptLanesGo(k, ptrs, strides, state, nblocks)
+		encryptLanesGo(k, ins, outs, strides, state, nblocks)
 	}
 }

@@ -26,10 +26,10 @@ func laneWidth(impl int) int {
 }
 
 // runKernel calls the Go lane kernel.
-func runKernel(_ int, decrypt bool, k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
+func runKernel(_ int, decrypt bool, k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
 	if decrypt {
-		decryptLanesGo(k, ptrs, strides, state, nblocks)
+		decryptLanesGo(k, ins, outs, strides, state, nblocks)
 		return
 	}
-	encryptLanesGo(k, ptrs, strides, state, nblocks)
+	encryptLanesGo(k, ins, outs, strides, state, nblocks)
 }

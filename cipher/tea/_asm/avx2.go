@@ -41,7 +41,8 @@ func genAVX2(name string, decrypt bool) {
 		Doc(name + " enciphers nblocks blocks in each of 8 lanes in place (AVX2).")
 	}
 	kp := Load(Param("k"), GP64())
-	ptrs := Load(Param("ptrs"), GP64())
+	ins := Load(Param("ins"), GP64())
+	outs := Load(Param("outs"), GP64())
 	strides := Load(Param("strides"), GP64())
 	st := Load(Param("state"), GP64())
 	n := Load(Param("nblocks"), GP64())
@@ -57,8 +58,14 @@ func genAVX2(name string, decrypt bool) {
 		VMOVDQU(t, k[i])
 	}
 	pa, pb := YMM(), YMM()
-	VMOVDQU(Mem{Base: ptrs}, pa)
-	VMOVDQU(Mem{Base: ptrs, Disp: 32}, pb)
+	VMOVDQU(Mem{Base: ins}, pa)
+	VMOVDQU(Mem{Base: ins, Disp: 32}, pb)
+	// The output pointers live in lanePtrs and advance there.
+	for h := 0; h < 2; h++ {
+		t := YMM()
+		VMOVDQU(Mem{Base: outs, Disp: 32 * h}, t)
+		VMOVDQU(t, lanePtrs.Offset(32*h))
+	}
 	c0, c1, x0, x1 := YMM(), YMM(), YMM(), YMM()
 	VMOVDQU(Mem{Base: st}, c0)
 	VMOVDQU(Mem{Base: st, Disp: 64}, c1)
@@ -118,8 +125,6 @@ func genAVX2(name string, decrypt bool) {
 	VPUNPCKHDQ(p1, p0, wb)
 	VPSHUFB(consts.bswap32, wa, wa)
 	VPSHUFB(consts.bswap32, wb, wb)
-	VMOVDQU(pa, lanePtrs)
-	VMOVDQU(pb, lanePtrs.Offset(32))
 	for h, w := range []reg.VecVirtual{wa, wb} {
 		hi := XMM()
 		VEXTRACTI128(U8(1), w, hi)
@@ -135,6 +140,12 @@ func genAVX2(name string, decrypt bool) {
 	}
 	VPADDQ(Mem{Base: strides}, pa, pa)
 	VPADDQ(Mem{Base: strides, Disp: 32}, pb, pb)
+	for h := 0; h < 2; h++ {
+		t := YMM()
+		VMOVDQU(lanePtrs.Offset(32*h), t)
+		VPADDQ(Mem{Base: strides, Disp: 32 * h}, t, t)
+		VMOVDQU(t, lanePtrs.Offset(32*h))
+	}
 	DECQ(n)
 	JNZ(LabelRef(loop))
 

@@ -8,7 +8,11 @@ import (
 
 // Lane kernels share one memory layout, defined by package tea's lanes type:
 //
-//	ptrs    [16]*byte   address of each lane's next block
+//	ins     [16]*byte   address of each lane's next input block
+//	outs    [16]*byte   where each lane's next output block goes: the same
+//	                    as ins, or below it (never above: a block is
+//	                    written only after the input it could overlap has
+//	                    been read)
 //	strides [16]uint64  bytes to advance each lane per block (8, or 0 for an
 //	                    idle lane parked on a 64-byte scratch area)
 //	state   [64]uint32  chaining words: c0[16], c1[16], x0[16], x1[16], the
@@ -16,10 +20,10 @@ import (
 //	                    cipher input x_(i-1) of each lane, big-endian halves
 //
 // A kernel runs nblocks (>= 1) blocks in every lane, in place, and writes
-// state back (not ptrs: package tea sets them before every call, so that no
+// state back (not the pointers: package tea sets them before every call, so that no
 // pointer past the end of a buffer is ever stored). The AVX2 kernel uses the first 8 entries of each.
 
-var laneSignature = "func(k *[4]uint32, ptrs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)"
+var laneSignature = "func(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)"
 
 // constants shared by the lane kernels.
 type laneConsts struct {
@@ -144,7 +148,8 @@ func genAVX512(name string, decrypt bool) {
 		Doc(name + " enciphers nblocks blocks in each of 16 lanes in place (AVX-512).")
 	}
 	kp := Load(Param("k"), GP64())
-	ptrs := Load(Param("ptrs"), GP64())
+	ins := Load(Param("ins"), GP64())
+	outs := Load(Param("outs"), GP64())
 	strides := Load(Param("strides"), GP64())
 	st := Load(Param("state"), GP64())
 	n := Load(Param("nblocks"), GP64())
@@ -154,6 +159,7 @@ func genAVX512(name string, decrypt bool) {
 	in := AllocLocal(groupSteps * 128)
 	out := AllocLocal(groupSteps * 128)
 	lanePtrs := AllocLocal(128)
+	laneOuts := AllocLocal(128)
 
 	var k [4]reg.VecVirtual
 	for i := range k {
@@ -161,8 +167,11 @@ func genAVX512(name string, decrypt bool) {
 		VPBROADCASTD(Mem{Base: kp, Disp: 4 * i}, k[i])
 	}
 	pa, pb, sa, sb := ZMM(), ZMM(), ZMM(), ZMM()
-	VMOVDQU64(Mem{Base: ptrs}, pa)
-	VMOVDQU64(Mem{Base: ptrs, Disp: 64}, pb)
+	VMOVDQU64(Mem{Base: ins}, pa)
+	VMOVDQU64(Mem{Base: ins, Disp: 64}, pb)
+	oa, ob := ZMM(), ZMM()
+	VMOVDQU64(Mem{Base: outs}, oa)
+	VMOVDQU64(Mem{Base: outs, Disp: 64}, ob)
 	VMOVDQU64(Mem{Base: strides}, sa)
 	VMOVDQU64(Mem{Base: strides, Disp: 64}, sb)
 	sc0, sc1, sx0, sx1 := ZMM(), ZMM(), ZMM(), ZMM()
@@ -237,11 +246,11 @@ func genAVX512(name string, decrypt bool) {
 		}
 		c0, c1, x0, x1 = sc0, sc1, sx0, sx1
 	}
-	scatter := func(wa, wb, pa, pb reg.VecVirtual) {
+	scatter := func(wa, wb, oa, ob reg.VecVirtual) {
 		KXNORW(ka, ka, ka)
 		KXNORW(kb, kb, kb)
-		VPSCATTERQQ(wa, ka, Mem{Base: zero, Index: pa, Scale: 1})
-		VPSCATTERQQ(wb, kb, Mem{Base: zero, Index: pb, Scale: 1})
+		VPSCATTERQQ(wa, ka, Mem{Base: zero, Index: oa, Scale: 1})
+		VPSCATTERQQ(wb, kb, Mem{Base: zero, Index: ob, Scale: 1})
 	}
 
 	// Groups of 8 blocks per lane: 64-byte loads of each lane, transposed
@@ -254,6 +263,8 @@ func genAVX512(name string, decrypt bool) {
 	JB(LabelRef(tail))
 	VMOVDQU64(pa, lanePtrs)
 	VMOVDQU64(pb, lanePtrs.Offset(64))
+	VMOVDQU64(oa, laneOuts)
+	VMOVDQU64(ob, laneOuts.Offset(64))
 	for half := 0; half < 2; half++ {
 		var rows [8]reg.VecVirtual
 		for l := range rows {
@@ -285,7 +296,7 @@ func genAVX512(name string, decrypt bool) {
 		rows := transpose8(cols)
 		for l, r := range rows {
 			p := GP64()
-			MOVQ(lanePtrs.Offset(8*(8*half+l)), p)
+			MOVQ(laneOuts.Offset(8*(8*half+l)), p)
 			VMOVDQU64(r, Mem{Base: p})
 		}
 	}
@@ -293,8 +304,10 @@ func genAVX512(name string, decrypt bool) {
 	s8 := ZMM()
 	VPSLLQ(U8(3), sa, s8)
 	VPADDQ(s8, pa, pa)
+	VPADDQ(s8, oa, oa)
 	VPSLLQ(U8(3), sb, s8)
 	VPADDQ(s8, pb, pb)
+	VPADDQ(s8, ob, ob)
 	SUBQ(U8(groupSteps), n)
 	JMP(LabelRef(group))
 
@@ -318,7 +331,9 @@ func genAVX512(name string, decrypt bool) {
 	gather(na, nb, n0, n1)
 	wa, wb := process(b0, b1)
 	settle()
-	scatter(wa, wb, pa, pb)
+	scatter(wa, wb, oa, ob)
+	VPADDQ(sa, oa, oa)
+	VPADDQ(sb, ob, ob)
 	VMOVDQA64(na, pa)
 	VMOVDQA64(nb, pb)
 	VMOVDQA64(n0, b0)
@@ -328,7 +343,7 @@ func genAVX512(name string, decrypt bool) {
 	Label(name + "_last")
 	wa, wb = process(b0, b1)
 	settle()
-	scatter(wa, wb, pa, pb)
+	scatter(wa, wb, oa, ob)
 
 	Label(name + "_done")
 	VMOVDQU32(c0, Mem{Base: st})
