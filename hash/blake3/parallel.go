@@ -3,6 +3,7 @@ package blake3
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 const (
@@ -16,14 +17,21 @@ const (
 // Sum256Parallel returns the same hash as Sum256, but for inputs of 1 MiB
 // and more it hashes subtrees on up to GOMAXPROCS goroutines at once. It
 // returns only when all of them have finished. Unlike Sum256 it allocates
-// (a few KiB per MiB of input). With GOMAXPROCS=1, or for shorter inputs,
+// (about 1 KiB per goroutine). With GOMAXPROCS=1, or for shorter inputs,
 // it is Sum256.
+//
+// A subtree handed to a goroutine that has not started by the time the
+// caller needs it is hashed by the caller itself, so a machine whose other
+// cores are busy costs little more than Sum256.
 func Sum256Parallel(data []byte) [32]byte {
-	if len(data) < parallelMin || runtime.GOMAXPROCS(0) < 2 {
+	procs := runtime.GOMAXPROCS(0)
+	if len(data) < parallelMin || procs < 2 {
 		return Sum256(data)
 	}
+	// About eight subtrees per thread, for balance.
+	piece := max(parallelPiece, len(data)/(8*procs))
 	cvs := new([2 * maxSIMD * outLen]byte)
-	n := compressSubtreeWideParallel(data, &iv, 0, 0, cvs[:])
+	n := compressSubtreeWideParallel(data, &iv, 0, 0, cvs[:], piece)
 	var tmp [maxSIMD * outLen]byte
 	for n > 2 {
 		n = compressParentsParallel(cvs[:n*outLen], &iv, 0, tmp[:])
@@ -36,23 +44,31 @@ func Sum256Parallel(data []byte) [32]byte {
 }
 
 // compressSubtreeWideParallel is compressSubtreeWide with the left subtree
-// of every split at least 2*parallelPiece long hashed on its own goroutine.
-// The Go scheduler spreads them over GOMAXPROCS threads.
-func compressSubtreeWideParallel(input []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) int {
-	if len(input) < 2*parallelPiece {
+// of every split of an input of at least 2*piece bytes offered to a new
+// goroutine; whichever of that goroutine and the caller claims it first
+// hashes it.
+func compressSubtreeWideParallel(input []byte, key *[8]uint32, counter uint64, flags uint32, out []byte, piece int) int {
+	if len(input) < 2*piece {
 		return compressSubtreeWide(input, key, counter, flags, out)
 	}
 	l := leftLen(len(input))
 	degree := max(simdDegree, 2)
 	cvs := new([2 * maxSIMD * outLen]byte)
 	var nl int
+	var claimed atomic.Bool
+	left := func() {
+		if claimed.CompareAndSwap(false, true) {
+			nl = compressSubtreeWideParallel(input[:l], key, counter, flags, cvs[:], piece)
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		nl = compressSubtreeWideParallel(input[:l], key, counter, flags, cvs[:])
+		left()
 	}()
-	nr := compressSubtreeWideParallel(input[l:], key, counter+uint64(l/chunkLen), flags, cvs[degree*outLen:])
+	nr := compressSubtreeWideParallel(input[l:], key, counter+uint64(l/chunkLen), flags, cvs[degree*outLen:], piece)
+	left()
 	wg.Wait()
 	return compressParentsParallel(cvs[:(nl+nr)*outLen], key, flags, out)
 }
