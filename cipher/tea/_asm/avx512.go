@@ -139,7 +139,7 @@ func transpose8(r [8]reg.VecVirtual) [8]reg.VecVirtual {
 const groupSteps = 8
 
 func genAVX512(name string, decrypt bool) {
-	// Not NOSPLIT: the frame holds two 1 KiB transposition buffers.
+	// Not NOSPLIT: the frame holds three 1 KiB transposition buffers.
 	TEXT(name, 0, laneSignature)
 	Pragma("noescape")
 	if decrypt {
@@ -154,9 +154,9 @@ func genAVX512(name string, decrypt bool) {
 	st := Load(Param("state"), GP64())
 	n := Load(Param("nblocks"), GP64())
 
-	// in[j] and out[j] (128 bytes each) hold block j of all 16 lanes, in
-	// lane order, as loaded from / to be stored to memory.
-	in := AllocLocal(groupSteps * 128)
+	// in (two buffers, used in turn) and out hold, at 128*j, block j of
+	// all 16 lanes in lane order, as loaded from / to be stored to memory.
+	in := AllocLocal(2 * groupSteps * 128)
 	out := AllocLocal(groupSteps * 128)
 	lanePtrs := AllocLocal(128)
 	laneOuts := AllocLocal(128)
@@ -255,38 +255,65 @@ func genAVX512(name string, decrypt bool) {
 
 	// Groups of 8 blocks per lane: 64-byte loads of each lane, transposed
 	// into block order; the results are transposed back and stored the same
-	// way. Idle lanes point at a 64-byte scratch area with stride 0.
+	// way. Idle lanes point at a 64-byte scratch area with stride 0. The
+	// next group is loaded and transposed halfway through the current one,
+	// into the other staging buffer, so that this work hides behind the
+	// rounds.
 	group := name + "_group"
 	tail := name + "_tail"
-	Label(group)
-	CMPQ(n, U8(groupSteps))
-	JB(LabelRef(tail))
-	VMOVDQU64(pa, lanePtrs)
-	VMOVDQU64(pb, lanePtrs.Offset(64))
-	VMOVDQU64(oa, laneOuts)
-	VMOVDQU64(ob, laneOuts.Offset(64))
-	for half := 0; half < 2; half++ {
-		var rows [8]reg.VecVirtual
-		for l := range rows {
-			p := GP64()
-			MOVQ(lanePtrs.Offset(8*(8*half+l)), p)
-			rows[l] = ZMM()
-			VMOVDQU64(Mem{Base: p}, rows[l])
-		}
-		cols := transpose8(rows)
-		for j, c := range cols {
-			VMOVDQU64(c, in.Offset(128*j+64*half))
+	cur, nxt := GP64(), GP64()
+	LEAQ(in, cur)
+	LEAQ(in.Offset(groupSteps*128), nxt)
+	loadGroup := func(base reg.Register, pa, pb reg.VecVirtual) {
+		VMOVDQU64(pa, lanePtrs)
+		VMOVDQU64(pb, lanePtrs.Offset(64))
+		for half := 0; half < 2; half++ {
+			var rows [8]reg.VecVirtual
+			for l := range rows {
+				p := GP64()
+				MOVQ(lanePtrs.Offset(8*(8*half+l)), p)
+				rows[l] = ZMM()
+				VMOVDQU64(Mem{Base: p}, rows[l])
+			}
+			cols := transpose8(rows)
+			for j, c := range cols {
+				VMOVDQU64(c, Mem{Base: base, Disp: 128*j + 64*half})
+			}
 		}
 	}
-	for j := 0; j < groupSteps; j++ {
+	step := func(j int) {
 		la, lb, b0, b1 := ZMM(), ZMM(), ZMM(), ZMM()
-		VMOVDQU64(in.Offset(128*j), la)
-		VMOVDQU64(in.Offset(128*j+64), lb)
+		VMOVDQU64(Mem{Base: cur, Disp: 128 * j}, la)
+		VMOVDQU64(Mem{Base: cur, Disp: 128*j + 64}, lb)
 		split(la, lb, b0, b1)
 		wa, wb := process(b0, b1)
 		VMOVDQU64(wa, out.Offset(128*j))
 		VMOVDQU64(wb, out.Offset(128*j+64))
 	}
+	CMPQ(n, U8(groupSteps))
+	JB(LabelRef(tail))
+	loadGroup(cur, pa, pb)
+	Label(group)
+	// Here n >= 8 and the current group is staged at cur.
+	for j := 0; j < groupSteps/2; j++ {
+		step(j)
+	}
+	CMPQ(n, U8(2*groupSteps))
+	JB(LabelRef(name + "_nonext"))
+	{
+		na, nb, s8 := ZMM(), ZMM(), ZMM()
+		VPSLLQ(U8(3), sa, s8)
+		VPADDQ(s8, pa, na)
+		VPSLLQ(U8(3), sb, s8)
+		VPADDQ(s8, pb, nb)
+		loadGroup(nxt, na, nb)
+	}
+	Label(name + "_nonext")
+	for j := groupSteps / 2; j < groupSteps; j++ {
+		step(j)
+	}
+	VMOVDQU64(oa, laneOuts)
+	VMOVDQU64(ob, laneOuts.Offset(64))
 	for half := 0; half < 2; half++ {
 		var cols [8]reg.VecVirtual
 		for j := range cols {
@@ -308,8 +335,10 @@ func genAVX512(name string, decrypt bool) {
 	VPSLLQ(U8(3), sb, s8)
 	VPADDQ(s8, pb, pb)
 	VPADDQ(s8, ob, ob)
+	XCHGQ(cur, nxt)
 	SUBQ(U8(groupSteps), n)
-	JMP(LabelRef(group))
+	CMPQ(n, U8(groupSteps))
+	JAE(LabelRef(group))
 
 	// The remaining 0..7 blocks with gathers and scatters, software
 	// pipelined: the next block's gather is issued before the current
