@@ -25,6 +25,11 @@ const (
 	// minReadBuffer is the first size of a connection's read buffer, so
 	// that many small frames are read with one system call.
 	minReadBuffer = 8 << 10
+	// minWriteBuffer is the first size of a connection's write buffer.
+	minWriteBuffer = 4 << 10
+	// keepBuffer is the most a connection keeps per direction between
+	// frames; larger frames use pooled buffers.
+	keepBuffer = 64<<10 + 64
 	// exactReadThreshold: a frame at least this long is read up to its end
 	// and no further, so that no partial next frame has to be moved.
 	exactReadThreshold = 8 << 10
@@ -91,11 +96,13 @@ type inHalf struct {
 	ctr    counter
 	maxLen int // largest frame body (after the length prefix) accepted
 
-	buf   []byte // raw bytes from the connection; buf[r:w] is unread
-	r, w  int
-	plain []byte // authenticated plaintext not yet returned by Read
-	eof   bool   // the connection returned io.EOF
-	err   error  // sticky
+	buf    []byte  // raw bytes from the connection; buf[r:w] is unread
+	r, w   int     //
+	own    []byte  // the connection's own buffer, at most keepBuffer bytes
+	pooled *[]byte // buf when it is borrowed from a pool for a large frame
+	plain  []byte  // authenticated plaintext not yet returned by Read
+	eof    bool    // the connection returned io.EOF
+	err    error   // sticky
 }
 
 // outHalf is the write direction.
@@ -107,6 +114,34 @@ type outHalf struct {
 	maxLen int // largest plaintext per frame
 	buf    []byte
 	err    error // sticky
+}
+
+// bufferPools hold buffers of 128 KiB << i bytes, for frames larger than
+// keepBuffer (up to MaxFrameSizeLimit plus framing).
+var bufferPools [9]sync.Pool
+
+func bufferClass(n int) int {
+	c := 0
+	for (128<<10)<<c < n {
+		c++
+	}
+	return c
+}
+
+// getBuffer returns a pooled buffer of at least n bytes (n at most
+// 32 MiB).
+func getBuffer(n int) *[]byte {
+	c := bufferClass(n)
+	if b, ok := bufferPools[c].Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, (128<<10)<<c)
+	return &b
+}
+
+// putBuffer returns a buffer obtained from getBuffer.
+func putBuffer(b *[]byte) {
+	bufferPools[bufferClass(len(*b))].Put(b)
 }
 
 func newConn(conn net.Conn) *Conn {
@@ -130,11 +165,25 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 		} else {
 			// Grow to the frame in hand, rounded up to 4 KiB, never past
 			// the largest acceptable frame: a small buffer stays in cache.
-			size := max(minReadBuffer, (n+4095)&^4095)
-			size = min(size, max(n, in.maxLen+frameHeaderSize))
-			nb := make([]byte, size)
+			// Frames above keepBuffer borrow a pooled buffer that
+			// release returns once the frame has been read.
+			var nb []byte
+			var pooled *[]byte
+			if n > keepBuffer {
+				pooled = getBuffer(n)
+				nb = *pooled
+			} else {
+				size := max(minReadBuffer, (n+4095)&^4095)
+				size = min(size, max(n, in.maxLen+frameHeaderSize))
+				nb = make([]byte, size)
+				in.own = nb
+			}
 			in.w = copy(nb, in.buf[in.r:in.w])
 			in.r = 0
+			if in.pooled != nil {
+				putBuffer(in.pooled)
+			}
+			in.pooled = pooled
 			in.buf = nb
 		}
 	}
@@ -166,6 +215,17 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 		}
 	}
 	return nil
+}
+
+// release returns a pooled read buffer once nothing in it is pending, so
+// that an idle connection holds at most keepBuffer bytes.
+func (in *inHalf) release() {
+	if in.pooled != nil && in.r == in.w && len(in.plain) == 0 {
+		putBuffer(in.pooled)
+		in.pooled = nil
+		in.buf = in.own
+		in.r, in.w = 0, 0
+	}
 }
 
 // consume discards n buffered bytes.
@@ -223,6 +283,7 @@ func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 			return 0, ErrAuthFailed
 		}
 		in.consume(total)
+		in.release()
 		return plainLen, nil
 	}
 	pt, err := in.aead.Open(body[:0], nonce, body, hdr)
@@ -286,6 +347,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	n := copy(p, in.plain)
 	in.plain = in.plain[n:]
+	in.release()
 	return n, nil
 }
 
@@ -329,10 +391,19 @@ func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
 		bodyLen = len(chunk) + out.aead.Overhead()
 	}
 	total := frameHeaderSize + bodyLen
-	if cap(out.buf) < total {
-		out.buf = make([]byte, max(total, minReadBuffer))
+	var frame []byte
+	if total > keepBuffer {
+		// Large frames borrow a pooled buffer for the duration of the
+		// write, so that an idle connection keeps at most keepBuffer.
+		pooled := getBuffer(total)
+		defer putBuffer(pooled)
+		frame = (*pooled)[:total]
+	} else {
+		if cap(out.buf) < total {
+			out.buf = make([]byte, max((total+4095)&^4095, minWriteBuffer))
+		}
+		frame = out.buf[:total]
 	}
-	frame := out.buf[:total]
 	binary.BigEndian.PutUint32(frame, uint32(bodyLen))
 	if out.tea != nil {
 		out.tea.Encrypt(frame[frameHeaderSize:frameHeaderSize], chunk)

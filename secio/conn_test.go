@@ -410,3 +410,34 @@ func TestReadSteadyStateAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per Write+Read", allocs)
 	}
 }
+
+func TestLargeFramesDoNotStay(t *testing.T) {
+	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	exchangeData(t, sa, sb, []int{1 << 20, 300 << 10, 100})
+	for _, c := range []*Conn{sa, sb} {
+		if c.in.pooled != nil || cap(c.in.buf) > keepBuffer || cap(c.out.buf) > keepBuffer {
+			t.Fatalf("idle conn keeps read %d (pooled %v), write %d bytes", cap(c.in.buf), c.in.pooled != nil, cap(c.out.buf))
+		}
+	}
+}
+
+func TestLargeFrameAllocs(t *testing.T) {
+	x, y := newBufPair()
+	a, b := rawPair(t, x, y, aead.AES128GCM)
+	msg := make([]byte, 256<<10)
+	buf := make([]byte, 100<<10) // smaller than the frame: in-place path
+	a.Write(msg)
+	io.ReadFull(b, make([]byte, len(msg)))
+	allocs := testing.AllocsPerRun(50, func() {
+		a.Write(msg)
+		for range 3 {
+			io.ReadFull(b, buf[:len(msg)/4])
+		}
+		io.ReadFull(b, buf[:len(msg)/4])
+	})
+	// Pools may be emptied by a GC during the run; on average nothing is
+	// allocated.
+	if allocs >= 1 {
+		t.Fatalf("%v allocations per 256 KiB Write+Read", allocs)
+	}
+}
