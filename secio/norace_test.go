@@ -1,0 +1,5 @@
+//go:build !race
+
+package secio
+
+const raceEnabled = false
