@@ -10,7 +10,8 @@ import (
 )
 
 // Batch operations run independent messages side by side in SIMD lanes
-// where the CPU has AVX-512 (16 lanes) or AVX2 (8 lanes); elsewhere, or for a
+// where the CPU has AVX-512 (16 lanes in ZMM registers) or AVX2 (16 lanes as
+// two interleaved groups of 8 in YMM registers); elsewhere, or for a
 // single message, they fall back to the single-message code. The output is
 // byte for byte what the single-message functions produce. The destinations
 // of one batch must not overlap each other (each may be its own source's

@@ -34,7 +34,7 @@
 // does.
 //
 // EncryptBatch and DecryptBatch process many independent messages at once
-// in SIMD lanes (AVX-512: 16, AVX2: 8) where the CPU allows, with output
+// in 16 SIMD lanes (AVX-512, or AVX2 as two groups of 8) where the CPU allows, with output
 // identical to the single-message functions.
 package tea
 

@@ -61,10 +61,8 @@ func batchImpls() []int {
 // laneWidth returns the number of lanes of impl, 0 for batchGeneric.
 func laneWidth(impl int) int {
 	switch impl {
-	case batchAVX512, batchLanesGo:
+	case batchAVX512, batchAVX2, batchLanesGo:
 		return 16
-	case batchAVX2:
-		return 8
 	}
 	return 0
 }

@@ -7332,7 +7332,7 @@ decryptLanesAVX512_done:
 
 // func encryptLanesAVX2(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)
 // Requires: AVX, AVX2
-TEXT ·encryptLanesAVX2(SB), NOSPLIT, $256-48
+TEXT ·encryptLanesAVX2(SB), NOSPLIT, $512-48
 	MOVQ         k+0(FP), AX
 	MOVQ         ins+8(FP), CX
 	MOVQ         outs+16(FP), DX
@@ -7340,376 +7340,736 @@ TEXT ·encryptLanesAVX2(SB), NOSPLIT, $256-48
 	MOVQ         state+32(FP), SI
 	MOVQ         nblocks+40(FP), DI
 	VPBROADCASTD (AX), Y0
-	VMOVDQU      Y0, 64(SP)
+	VMOVDQU      Y0, 256(SP)
 	VPBROADCASTD 4(AX), Y0
-	VMOVDQU      Y0, 96(SP)
+	VMOVDQU      Y0, 288(SP)
 	VPBROADCASTD 8(AX), Y0
-	VMOVDQU      Y0, 128(SP)
+	VMOVDQU      Y0, 320(SP)
 	VPBROADCASTD 12(AX), Y0
-	VMOVDQU      Y0, 160(SP)
+	VMOVDQU      Y0, 352(SP)
 	VMOVDQU      (CX), Y0
-	VMOVDQU      32(CX), Y3
-	VMOVDQU      (DX), Y4
-	VMOVDQU      Y4, (SP)
-	VMOVDQU      32(DX), Y4
-	VMOVDQU      Y4, 32(SP)
-	VMOVDQU      (SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      128(SI), Y6
-	VMOVDQU      192(SI), Y7
+	VMOVDQU      Y0, (SP)
+	VMOVDQU      (DX), Y0
+	VMOVDQU      Y0, 128(SP)
+	VMOVDQU      32(CX), Y0
+	VMOVDQU      Y0, 32(SP)
+	VMOVDQU      32(DX), Y0
+	VMOVDQU      Y0, 160(SP)
+	VMOVDQU      64(CX), Y0
+	VMOVDQU      Y0, 64(SP)
+	VMOVDQU      64(DX), Y0
+	VMOVDQU      Y0, 192(SP)
+	VMOVDQU      96(CX), Y0
+	VMOVDQU      Y0, 96(SP)
+	VMOVDQU      96(DX), Y0
+	VMOVDQU      Y0, 224(SP)
 	XORQ         AX, AX
 
 encryptLanesAVX2_loop:
-	VPCMPEQD     Y8, Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPGATHERQQ   Y8, (AX)(Y0*1), Y1
-	VPGATHERQQ   Y9, (AX)(Y3*1), Y2
+	VMOVDQU      (SP), Y0
+	VMOVDQU      32(SP), Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPCMPEQD     Y7, Y7, Y7
+	VPGATHERQQ   Y6, (AX)(Y0*1), Y1
+	VPGATHERQQ   Y7, (AX)(Y5*1), Y2
 	VPSHUFB      tea_bswap32<>+0(SB), Y1, Y1
 	VPSHUFB      tea_bswap32<>+0(SB), Y2, Y2
-	VSHUFPS      $0x88, Y2, Y1, Y8
-	VPERMQ       $0xd8, Y8, Y8
-	VSHUFPS      $0xdd, Y2, Y1, Y9
-	VPERMQ       $0xd8, Y9, Y9
-	VPXOR        Y8, Y4, Y4
-	VPXOR        Y9, Y5, Y5
-	VMOVDQU      Y4, 192(SP)
-	VMOVDQU      Y5, 224(SP)
+	VSHUFPS      $0x88, Y2, Y1, Y0
+	VPERMQ       $0xd8, Y0, Y0
+	VSHUFPS      $0xdd, Y2, Y1, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VPXOR        (SI), Y0, Y0
+	VPXOR        64(SI), Y5, Y5
+	VMOVDQU      Y0, 384(SP)
+	VMOVDQU      Y5, 416(SP)
+	VMOVDQU      64(SP), Y6
+	VMOVDQU      96(SP), Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPGATHERQQ   Y8, (AX)(Y6*1), Y3
+	VPGATHERQQ   Y9, (AX)(Y7*1), Y4
+	VPSHUFB      tea_bswap32<>+0(SB), Y3, Y3
+	VPSHUFB      tea_bswap32<>+0(SB), Y4, Y4
+	VSHUFPS      $0x88, Y4, Y3, Y6
+	VPERMQ       $0xd8, Y6, Y6
+	VSHUFPS      $0xdd, Y4, Y3, Y7
+	VPERMQ       $0xd8, Y7, Y7
+	VPXOR        32(SI), Y6, Y6
+	VPXOR        96(SI), Y7, Y7
+	VMOVDQU      Y6, 448(SP)
+	VMOVDQU      Y7, 480(SP)
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+0(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+0(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+0(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+0(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+4(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+4(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+4(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+4(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+8(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+8(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+8(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+8(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+12(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+12(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+12(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+12(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+16(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+16(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+16(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+16(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+20(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+20(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+20(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+20(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+24(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+24(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+24(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+24(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+28(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+28(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+28(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+28(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+32(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+32(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+32(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+32(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+36(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+36(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+36(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+36(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+40(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+40(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+40(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+40(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+44(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+44(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+44(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+44(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+48(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+48(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+48(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+48(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+52(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+52(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+52(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+52(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+56(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+56(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+56(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+56(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
 	VPSLLD       $0x04, Y5, Y8
-	VPADDD       64(SP), Y8, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+60(SB), Y9
 	VPADDD       Y5, Y9, Y9
 	VPSRLD       $0x05, Y5, Y10
-	VPADDD       96(SP), Y10, Y10
+	VPADDD       288(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSLLD       $0x04, Y4, Y8
-	VPADDD       128(SP), Y8, Y8
+	VPADDD       Y8, Y0, Y0
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       256(SP), Y8, Y8
 	VPBROADCASTD tea_sums<>+60(SB), Y9
-	VPADDD       Y4, Y9, Y9
-	VPSRLD       $0x05, Y4, Y10
-	VPADDD       160(SP), Y10, Y10
+	VPADDD       Y7, Y9, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y0, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+60(SB), Y9
+	VPADDD       Y0, Y9, Y9
+	VPSRLD       $0x05, Y0, Y10
+	VPADDD       352(SP), Y10, Y10
 	VPXOR        Y9, Y8, Y8
 	VPXOR        Y10, Y8, Y8
 	VPADDD       Y8, Y5, Y5
-	VPXOR        Y4, Y6, Y4
-	VPXOR        Y5, Y7, Y5
-	VMOVDQU      192(SP), Y6
-	VMOVDQU      224(SP), Y7
-	VPERMQ       $0xd8, Y4, Y8
-	VPERMQ       $0xd8, Y5, Y9
-	VPUNPCKLDQ   Y9, Y8, Y10
-	VPUNPCKHDQ   Y9, Y8, Y8
-	VPSHUFB      tea_bswap32<>+0(SB), Y10, Y10
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       320(SP), Y8, Y8
+	VPBROADCASTD tea_sums<>+60(SB), Y9
+	VPADDD       Y6, Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y9, Y8, Y8
+	VPXOR        Y10, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPXOR        128(SI), Y0, Y0
+	VPXOR        192(SI), Y5, Y5
+	VMOVDQU      Y0, (SI)
+	VMOVDQU      Y5, 64(SI)
+	VMOVDQU      384(SP), Y8
+	VMOVDQU      Y8, 128(SI)
+	VMOVDQU      416(SP), Y8
+	VMOVDQU      Y8, 192(SI)
+	VPERMQ       $0xd8, Y0, Y0
+	VPERMQ       $0xd8, Y5, Y5
+	VPUNPCKLDQ   Y5, Y0, Y8
+	VPUNPCKHDQ   Y5, Y0, Y0
 	VPSHUFB      tea_bswap32<>+0(SB), Y8, Y8
-	VEXTRACTI128 $0x01, Y10, X9
-	MOVQ         (SP), CX
-	VMOVQ        X10, (CX)
-	MOVQ         8(SP), CX
-	VPEXTRQ      $0x01, X10, (CX)
-	MOVQ         16(SP), CX
-	VMOVQ        X9, (CX)
-	MOVQ         24(SP), CX
-	VPEXTRQ      $0x01, X9, (CX)
-	VEXTRACTI128 $0x01, Y8, X9
-	MOVQ         32(SP), CX
+	VPSHUFB      tea_bswap32<>+0(SB), Y0, Y0
+	VEXTRACTI128 $0x01, Y8, X5
+	MOVQ         128(SP), CX
 	VMOVQ        X8, (CX)
-	MOVQ         40(SP), CX
+	MOVQ         136(SP), CX
 	VPEXTRQ      $0x01, X8, (CX)
-	MOVQ         48(SP), CX
-	VMOVQ        X9, (CX)
-	MOVQ         56(SP), CX
-	VPEXTRQ      $0x01, X9, (CX)
-	VPADDQ       (BX), Y0, Y0
-	VPADDQ       32(BX), Y3, Y3
-	VMOVDQU      (SP), Y8
-	VPADDQ       (BX), Y8, Y8
-	VMOVDQU      Y8, (SP)
-	VMOVDQU      32(SP), Y8
-	VPADDQ       32(BX), Y8, Y8
-	VMOVDQU      Y8, 32(SP)
+	MOVQ         144(SP), CX
+	VMOVQ        X5, (CX)
+	MOVQ         152(SP), CX
+	VPEXTRQ      $0x01, X5, (CX)
+	VEXTRACTI128 $0x01, Y0, X5
+	MOVQ         160(SP), CX
+	VMOVQ        X0, (CX)
+	MOVQ         168(SP), CX
+	VPEXTRQ      $0x01, X0, (CX)
+	MOVQ         176(SP), CX
+	VMOVQ        X5, (CX)
+	MOVQ         184(SP), CX
+	VPEXTRQ      $0x01, X5, (CX)
+	VPXOR        160(SI), Y6, Y0
+	VPXOR        224(SI), Y7, Y5
+	VMOVDQU      Y0, 32(SI)
+	VMOVDQU      Y5, 96(SI)
+	VMOVDQU      448(SP), Y6
+	VMOVDQU      Y6, 160(SI)
+	VMOVDQU      480(SP), Y6
+	VMOVDQU      Y6, 224(SI)
+	VPERMQ       $0xd8, Y0, Y0
+	VPERMQ       $0xd8, Y5, Y5
+	VPUNPCKLDQ   Y5, Y0, Y6
+	VPUNPCKHDQ   Y5, Y0, Y0
+	VPSHUFB      tea_bswap32<>+0(SB), Y6, Y6
+	VPSHUFB      tea_bswap32<>+0(SB), Y0, Y0
+	VEXTRACTI128 $0x01, Y6, X5
+	MOVQ         192(SP), CX
+	VMOVQ        X6, (CX)
+	MOVQ         200(SP), CX
+	VPEXTRQ      $0x01, X6, (CX)
+	MOVQ         208(SP), CX
+	VMOVQ        X5, (CX)
+	MOVQ         216(SP), CX
+	VPEXTRQ      $0x01, X5, (CX)
+	VEXTRACTI128 $0x01, Y0, X5
+	MOVQ         224(SP), CX
+	VMOVQ        X0, (CX)
+	MOVQ         232(SP), CX
+	VPEXTRQ      $0x01, X0, (CX)
+	MOVQ         240(SP), CX
+	VMOVQ        X5, (CX)
+	MOVQ         248(SP), CX
+	VPEXTRQ      $0x01, X5, (CX)
+	VMOVDQU      (BX), Y0
+	VPADDQ       (SP), Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VMOVDQU      (BX), Y0
+	VPADDQ       128(SP), Y0, Y0
+	VMOVDQU      Y0, 128(SP)
+	VMOVDQU      32(BX), Y0
+	VPADDQ       32(SP), Y0, Y0
+	VMOVDQU      Y0, 32(SP)
+	VMOVDQU      32(BX), Y0
+	VPADDQ       160(SP), Y0, Y0
+	VMOVDQU      Y0, 160(SP)
+	VMOVDQU      64(BX), Y0
+	VPADDQ       64(SP), Y0, Y0
+	VMOVDQU      Y0, 64(SP)
+	VMOVDQU      64(BX), Y0
+	VPADDQ       192(SP), Y0, Y0
+	VMOVDQU      Y0, 192(SP)
+	VMOVDQU      96(BX), Y0
+	VPADDQ       96(SP), Y0, Y0
+	VMOVDQU      Y0, 96(SP)
+	VMOVDQU      96(BX), Y0
+	VPADDQ       224(SP), Y0, Y0
+	VMOVDQU      Y0, 224(SP)
 	DECQ         DI
 	JNZ          encryptLanesAVX2_loop
-	VMOVDQU      Y4, (SI)
-	VMOVDQU      Y5, 64(SI)
-	VMOVDQU      Y6, 128(SI)
-	VMOVDQU      Y7, 192(SI)
 	VZEROUPPER
 	RET
 
 // func decryptLanesAVX2(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)
 // Requires: AVX, AVX2
-TEXT ·decryptLanesAVX2(SB), NOSPLIT, $256-48
+TEXT ·decryptLanesAVX2(SB), NOSPLIT, $512-48
 	MOVQ         k+0(FP), AX
 	MOVQ         ins+8(FP), CX
 	MOVQ         outs+16(FP), DX
@@ -7717,369 +8077,729 @@ TEXT ·decryptLanesAVX2(SB), NOSPLIT, $256-48
 	MOVQ         state+32(FP), SI
 	MOVQ         nblocks+40(FP), DI
 	VPBROADCASTD (AX), Y0
-	VMOVDQU      Y0, 64(SP)
+	VMOVDQU      Y0, 256(SP)
 	VPBROADCASTD 4(AX), Y0
-	VMOVDQU      Y0, 96(SP)
+	VMOVDQU      Y0, 288(SP)
 	VPBROADCASTD 8(AX), Y0
-	VMOVDQU      Y0, 128(SP)
+	VMOVDQU      Y0, 320(SP)
 	VPBROADCASTD 12(AX), Y0
-	VMOVDQU      Y0, 160(SP)
+	VMOVDQU      Y0, 352(SP)
 	VMOVDQU      (CX), Y0
-	VMOVDQU      32(CX), Y3
-	VMOVDQU      (DX), Y4
-	VMOVDQU      Y4, (SP)
-	VMOVDQU      32(DX), Y4
-	VMOVDQU      Y4, 32(SP)
-	VMOVDQU      (SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      128(SI), Y6
-	VMOVDQU      192(SI), Y7
+	VMOVDQU      Y0, (SP)
+	VMOVDQU      (DX), Y0
+	VMOVDQU      Y0, 128(SP)
+	VMOVDQU      32(CX), Y0
+	VMOVDQU      Y0, 32(SP)
+	VMOVDQU      32(DX), Y0
+	VMOVDQU      Y0, 160(SP)
+	VMOVDQU      64(CX), Y0
+	VMOVDQU      Y0, 64(SP)
+	VMOVDQU      64(DX), Y0
+	VMOVDQU      Y0, 192(SP)
+	VMOVDQU      96(CX), Y0
+	VMOVDQU      Y0, 96(SP)
+	VMOVDQU      96(DX), Y0
+	VMOVDQU      Y0, 224(SP)
 	XORQ         AX, AX
 
 decryptLanesAVX2_loop:
-	VPCMPEQD     Y8, Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPGATHERQQ   Y8, (AX)(Y0*1), Y1
-	VPGATHERQQ   Y9, (AX)(Y3*1), Y2
+	VMOVDQU      (SP), Y0
+	VMOVDQU      32(SP), Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPCMPEQD     Y7, Y7, Y7
+	VPGATHERQQ   Y6, (AX)(Y0*1), Y1
+	VPGATHERQQ   Y7, (AX)(Y5*1), Y2
 	VPSHUFB      tea_bswap32<>+0(SB), Y1, Y1
 	VPSHUFB      tea_bswap32<>+0(SB), Y2, Y2
-	VSHUFPS      $0x88, Y2, Y1, Y8
-	VPERMQ       $0xd8, Y8, Y8
-	VSHUFPS      $0xdd, Y2, Y1, Y9
-	VPERMQ       $0xd8, Y9, Y9
-	VPXOR        Y8, Y6, Y6
-	VPXOR        Y9, Y7, Y7
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+60(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+60(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+56(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+56(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+52(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+52(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+48(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+48(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+44(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+44(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+40(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+40(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+36(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+36(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+32(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+32(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+28(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+28(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+24(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+24(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+20(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+20(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+16(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+16(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+12(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+12(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+8(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+8(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+4(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+4(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPSLLD       $0x04, Y6, Y10
-	VPADDD       128(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+0(SB), Y11
-	VPADDD       Y6, Y11, Y11
-	VPSRLD       $0x05, Y6, Y12
-	VPADDD       160(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y7, Y7
-	VPSLLD       $0x04, Y7, Y10
-	VPADDD       64(SP), Y10, Y10
-	VPBROADCASTD tea_sums<>+0(SB), Y11
-	VPADDD       Y7, Y11, Y11
-	VPSRLD       $0x05, Y7, Y12
-	VPADDD       96(SP), Y12, Y12
-	VPXOR        Y11, Y10, Y10
-	VPXOR        Y12, Y10, Y10
-	VPSUBD       Y10, Y6, Y6
-	VPXOR        Y6, Y4, Y10
-	VPXOR        Y7, Y5, Y11
-	VMOVDQA      Y6, Y6
-	VMOVDQA      Y7, Y7
-	VMOVDQA      Y8, Y4
-	VMOVDQA      Y9, Y5
-	VPERMQ       $0xd8, Y10, Y8
-	VPERMQ       $0xd8, Y11, Y9
-	VPUNPCKLDQ   Y9, Y8, Y10
-	VPUNPCKHDQ   Y9, Y8, Y8
-	VPSHUFB      tea_bswap32<>+0(SB), Y10, Y10
-	VPSHUFB      tea_bswap32<>+0(SB), Y8, Y8
-	VEXTRACTI128 $0x01, Y10, X9
-	MOVQ         (SP), CX
-	VMOVQ        X10, (CX)
-	MOVQ         8(SP), CX
-	VPEXTRQ      $0x01, X10, (CX)
-	MOVQ         16(SP), CX
-	VMOVQ        X9, (CX)
-	MOVQ         24(SP), CX
-	VPEXTRQ      $0x01, X9, (CX)
-	VEXTRACTI128 $0x01, Y8, X9
-	MOVQ         32(SP), CX
-	VMOVQ        X8, (CX)
-	MOVQ         40(SP), CX
-	VPEXTRQ      $0x01, X8, (CX)
-	MOVQ         48(SP), CX
-	VMOVQ        X9, (CX)
-	MOVQ         56(SP), CX
-	VPEXTRQ      $0x01, X9, (CX)
-	VPADDQ       (BX), Y0, Y0
-	VPADDQ       32(BX), Y3, Y3
-	VMOVDQU      (SP), Y8
-	VPADDQ       (BX), Y8, Y8
-	VMOVDQU      Y8, (SP)
-	VMOVDQU      32(SP), Y8
-	VPADDQ       32(BX), Y8, Y8
-	VMOVDQU      Y8, 32(SP)
-	DECQ         DI
-	JNZ          decryptLanesAVX2_loop
-	VMOVDQU      Y4, (SI)
-	VMOVDQU      Y5, 64(SI)
+	VSHUFPS      $0x88, Y2, Y1, Y0
+	VPERMQ       $0xd8, Y0, Y0
+	VSHUFPS      $0xdd, Y2, Y1, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VPXOR        128(SI), Y0, Y6
+	VPXOR        192(SI), Y5, Y7
+	VMOVDQU      Y0, 384(SP)
+	VMOVDQU      Y5, 416(SP)
+	VMOVDQU      64(SP), Y0
+	VMOVDQU      96(SP), Y5
+	VPCMPEQD     Y8, Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPGATHERQQ   Y8, (AX)(Y0*1), Y3
+	VPGATHERQQ   Y9, (AX)(Y5*1), Y4
+	VPSHUFB      tea_bswap32<>+0(SB), Y3, Y3
+	VPSHUFB      tea_bswap32<>+0(SB), Y4, Y4
+	VSHUFPS      $0x88, Y4, Y3, Y0
+	VPERMQ       $0xd8, Y0, Y0
+	VSHUFPS      $0xdd, Y4, Y3, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VPXOR        160(SI), Y0, Y8
+	VPXOR        224(SI), Y5, Y9
+	VMOVDQU      Y0, 448(SP)
+	VMOVDQU      Y5, 480(SP)
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+60(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+60(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+60(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+60(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+56(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+56(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+56(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+56(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+52(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+52(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+52(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+52(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+48(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+48(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+48(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+48(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+44(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+44(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+44(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+44(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+40(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+40(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+40(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+40(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+36(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+36(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+36(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+36(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+32(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+32(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+32(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+32(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+28(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+28(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+28(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+28(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+24(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+24(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+24(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+24(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+20(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+20(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+20(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+20(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+16(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+16(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+16(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+16(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+12(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+12(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+12(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+12(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+8(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+8(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+8(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+8(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+4(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+4(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+4(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+4(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPSLLD       $0x04, Y6, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+0(SB), Y5
+	VPADDD       Y6, Y5, Y5
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VPSLLD       $0x04, Y8, Y0
+	VPADDD       320(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+0(SB), Y5
+	VPADDD       Y8, Y5, Y5
+	VPSRLD       $0x05, Y8, Y10
+	VPADDD       352(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y9, Y9
+	VPSLLD       $0x04, Y7, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+0(SB), Y5
+	VPADDD       Y7, Y5, Y5
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VPSLLD       $0x04, Y9, Y0
+	VPADDD       256(SP), Y0, Y0
+	VPBROADCASTD tea_sums<>+0(SB), Y5
+	VPADDD       Y9, Y5, Y5
+	VPSRLD       $0x05, Y9, Y10
+	VPADDD       288(SP), Y10, Y10
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y10, Y0, Y0
+	VPSUBD       Y0, Y8, Y8
+	VPXOR        (SI), Y6, Y0
+	VPXOR        64(SI), Y7, Y5
 	VMOVDQU      Y6, 128(SI)
 	VMOVDQU      Y7, 192(SI)
+	VMOVDQU      384(SP), Y6
+	VMOVDQU      Y6, (SI)
+	VMOVDQU      416(SP), Y6
+	VMOVDQU      Y6, 64(SI)
+	VPERMQ       $0xd8, Y0, Y0
+	VPERMQ       $0xd8, Y5, Y5
+	VPUNPCKLDQ   Y5, Y0, Y6
+	VPUNPCKHDQ   Y5, Y0, Y0
+	VPSHUFB      tea_bswap32<>+0(SB), Y6, Y6
+	VPSHUFB      tea_bswap32<>+0(SB), Y0, Y0
+	VEXTRACTI128 $0x01, Y6, X5
+	MOVQ         128(SP), CX
+	VMOVQ        X6, (CX)
+	MOVQ         136(SP), CX
+	VPEXTRQ      $0x01, X6, (CX)
+	MOVQ         144(SP), CX
+	VMOVQ        X5, (CX)
+	MOVQ         152(SP), CX
+	VPEXTRQ      $0x01, X5, (CX)
+	VEXTRACTI128 $0x01, Y0, X5
+	MOVQ         160(SP), CX
+	VMOVQ        X0, (CX)
+	MOVQ         168(SP), CX
+	VPEXTRQ      $0x01, X0, (CX)
+	MOVQ         176(SP), CX
+	VMOVQ        X5, (CX)
+	MOVQ         184(SP), CX
+	VPEXTRQ      $0x01, X5, (CX)
+	VPXOR        32(SI), Y8, Y0
+	VPXOR        96(SI), Y9, Y5
+	VMOVDQU      Y8, 160(SI)
+	VMOVDQU      Y9, 224(SI)
+	VMOVDQU      448(SP), Y6
+	VMOVDQU      Y6, 32(SI)
+	VMOVDQU      480(SP), Y6
+	VMOVDQU      Y6, 96(SI)
+	VPERMQ       $0xd8, Y0, Y0
+	VPERMQ       $0xd8, Y5, Y5
+	VPUNPCKLDQ   Y5, Y0, Y6
+	VPUNPCKHDQ   Y5, Y0, Y0
+	VPSHUFB      tea_bswap32<>+0(SB), Y6, Y6
+	VPSHUFB      tea_bswap32<>+0(SB), Y0, Y0
+	VEXTRACTI128 $0x01, Y6, X5
+	MOVQ         192(SP), CX
+	VMOVQ        X6, (CX)
+	MOVQ         200(SP), CX
+	VPEXTRQ      $0x01, X6, (CX)
+	MOVQ         208(SP), CX
+	VMOVQ        X5, (CX)
+	MOVQ         216(SP), CX
+	VPEXTRQ      $0x01, X5, (CX)
+	VEXTRACTI128 $0x01, Y0, X5
+	MOVQ         224(SP), CX
+	VMOVQ        X0, (CX)
+	MOVQ         232(SP), CX
+	VPEXTRQ      $0x01, X0, (CX)
+	MOVQ         240(SP), CX
+	VMOVQ        X5, (CX)
+	MOVQ         248(SP), CX
+	VPEXTRQ      $0x01, X5, (CX)
+	VMOVDQU      (BX), Y0
+	VPADDQ       (SP), Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VMOVDQU      (BX), Y0
+	VPADDQ       128(SP), Y0, Y0
+	VMOVDQU      Y0, 128(SP)
+	VMOVDQU      32(BX), Y0
+	VPADDQ       32(SP), Y0, Y0
+	VMOVDQU      Y0, 32(SP)
+	VMOVDQU      32(BX), Y0
+	VPADDQ       160(SP), Y0, Y0
+	VMOVDQU      Y0, 160(SP)
+	VMOVDQU      64(BX), Y0
+	VPADDQ       64(SP), Y0, Y0
+	VMOVDQU      Y0, 64(SP)
+	VMOVDQU      64(BX), Y0
+	VPADDQ       192(SP), Y0, Y0
+	VMOVDQU      Y0, 192(SP)
+	VMOVDQU      96(BX), Y0
+	VPADDQ       96(SP), Y0, Y0
+	VMOVDQU      Y0, 96(SP)
+	VMOVDQU      96(BX), Y0
+	VPADDQ       224(SP), Y0, Y0
+	VMOVDQU      Y0, 224(SP)
+	DECQ         DI
+	JNZ          decryptLanesAVX2_loop
 	VZEROUPPER
 	RET

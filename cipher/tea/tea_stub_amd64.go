@@ -25,12 +25,12 @@ func encryptLanesAVX512(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *
 //go:noescape
 func decryptLanesAVX512(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)
 
-// encryptLanesAVX2 enciphers nblocks blocks in each of 8 lanes in place (AVX2).
+// encryptLanesAVX2 enciphers nblocks blocks in each of 16 lanes in place (AVX2).
 //
 //go:noescape
 func encryptLanesAVX2(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)
 
-// decryptLanesAVX2 deciphers nblocks blocks in each of 8 lanes in place (AVX2).
+// decryptLanesAVX2 deciphers nblocks blocks in each of 16 lanes in place (AVX2).
 //
 //go:noescape
 func decryptLanesAVX2(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)
