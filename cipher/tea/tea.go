@@ -34,8 +34,8 @@
 // does.
 //
 // EncryptBatch and DecryptBatch process many independent messages at once
-// in 16 SIMD lanes (AVX-512, or AVX2 as two groups of 8) where the CPU allows, with output
-// identical to the single-message functions.
+// in 16 SIMD lanes (AVX-512, or AVX2 as two groups of 8) where the CPU
+// allows, with output identical to the single-message functions.
 package tea
 
 import (
