@@ -187,7 +187,7 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 			in.buf = nb
 		}
 	}
-	for in.w-in.r < n {
+	for empty := 0; in.w-in.r < n; {
 		if in.eof {
 			if in.w == in.r {
 				return io.EOF
@@ -200,6 +200,12 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 		}
 		m, err := conn.Read(in.buf[in.w:end])
 		in.w += m
+		if m == 0 && err == nil {
+			// A Reader that keeps returning nothing would spin forever.
+			if empty++; empty >= 100 {
+				return io.ErrNoProgress
+			}
+		}
 		if err != nil {
 			if in.w-in.r >= n {
 				if err == io.EOF {

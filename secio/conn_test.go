@@ -444,3 +444,18 @@ func TestLargeFrameAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per 256 KiB Write+Read", allocs)
 	}
 }
+
+// stuckConn returns (0, nil) from every Read.
+type stuckConn struct{ net.Conn }
+
+func (stuckConn) Read(p []byte) (int, error) { return 0, nil }
+
+func TestNoProgressReader(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	l, _ := LegacyTEA(stuckConn{a}, legacyKey, nil)
+	defer l.Close()
+	if _, err := l.Read(make([]byte, 10)); !errors.Is(err, io.ErrNoProgress) {
+		t.Fatalf("Read: %v, want io.ErrNoProgress", err)
+	}
+}
