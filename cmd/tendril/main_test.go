@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestKeygenAndID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.key")
+	code, out, errs := runCmd(t, "keygen", "-o", path)
+	if code != 0 {
+		t.Fatalf("keygen: %d %s", code, errs)
+	}
+	id := strings.TrimSpace(out)
+	if code, _, _ := runCmd(t, "keygen", "-o", path); code == 0 {
+		t.Fatal("keygen overwrote an existing key without -f")
+	}
+	code, out, _ = runCmd(t, "id", "-key", path)
+	if code != 0 || strings.TrimSpace(out) != id {
+		t.Fatalf("id: %d %q, want %q", code, out, id)
+	}
+	if code, _, _ := runCmd(t, "keygen", "-f", "-o", path); code != 0 {
+		t.Fatal("keygen -f refused to overwrite")
+	}
+	if code, _, _ := runCmd(t, "id", "-key", filepath.Join(t.TempDir(), "missing")); code != 1 {
+		t.Fatalf("id of a missing file: exit %d", code)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"nope"}, {"ping"}, {"ping", "not-an-addr"}, {"bench", "-streams", "0", "/ip4/127.0.0.1/tcp/1"}, {"keygen"}} {
+		if code, _, _ := runCmd(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if code, _, _ := runCmd(t, "ping", "-h"); code != 0 {
+		t.Errorf("ping -h: exit %d", code)
+	}
+	if code, out, _ := runCmd(t, "version"); code != 0 || !strings.HasPrefix(out, "tendril ") {
+		t.Errorf("version: %d %q", code, out)
+	}
+}
+
+var listenRE = regexp.MustCompile(`listening on (\S+)`)
+
+// startResponder runs `tendril listen` until the test ends and returns its address.
+func startResponder(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan int)
+	go func() { done <- run(ctx, []string{"listen", "/ip4/127.0.0.1/tcp/0"}, &out, &out) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("listen exited %d: %s", code, out.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := listenRE.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("listen printed no address: %s", out.String())
+	return ""
+}
+
+func TestPingAndBench(t *testing.T) {
+	addr := startResponder(t)
+	code, out, errs := runCmd(t, "ping", "-c", "3", "-i", "10ms", addr)
+	if code != 0 {
+		t.Fatalf("ping: %d %s %s", code, out, errs)
+	}
+	if !strings.Contains(out, "3 sent, 3 received, 0% loss") || !strings.Contains(out, "seq=3") {
+		t.Fatalf("ping output:\n%s", out)
+	}
+	code, out, errs = runCmd(t, "bench", "-t", "300ms", "-streams", "2", addr)
+	if code != 0 {
+		t.Fatalf("bench: %d %s %s", code, out, errs)
+	}
+	if !strings.Contains(out, "all bytes acknowledged") {
+		t.Fatalf("bench output:\n%s", out)
+	}
+}
+
+func TestPingWrongPeer(t *testing.T) {
+	addr := startResponder(t)
+	keyPath := filepath.Join(t.TempDir(), "other.key")
+	_, out, _ := runCmd(t, "keygen", "-o", keyPath)
+	wrong := addr[:strings.Index(addr, "/p2p/")] + "/p2p/" + strings.TrimSpace(out)
+	code, _, errs := runCmd(t, "ping", "-c", "1", wrong)
+	if code != 1 || !strings.Contains(errs, "peer") {
+		t.Fatalf("ping to wrong peer ID: exit %d, %s", code, errs)
+	}
+}
+
+func TestPingUnreachable(t *testing.T) {
+	code, _, errs := runCmd(t, "ping", "-c", "1", "/ip4/127.0.0.1/tcp/1")
+	if code != 1 {
+		t.Fatalf("ping unreachable: exit %d %s", code, errs)
+	}
+}

@@ -1,0 +1,185 @@
+package tendril
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/tendril-p2p/tendril/cipher/aead"
+	"github.com/tendril-p2p/tendril/mux"
+	"github.com/tendril-p2p/tendril/protocol"
+	"github.com/tendril-p2p/tendril/secio"
+)
+
+// Defaults of Config. A zero field means its default.
+const (
+	DefaultMaxConnections     = 512
+	DefaultMaxMessageSize     = protocol.DefaultMaxMessageSize
+	DefaultSendQueueBytes     = 16 << 20
+	DefaultDialTimeout        = 10 * time.Second
+	DefaultHandshakeTimeout   = 10 * time.Second
+	DefaultNegotiationTimeout = 10 * time.Second
+	DefaultShutdownTimeout    = 5 * time.Second
+	DefaultEventBuffer        = 1024
+)
+
+// Config configures a Service. The zero value is usable: every zero field takes its default.
+// New copies the Config; changing it afterwards has no effect.
+type Config struct {
+	// PrivateKey is the node's identity. Nil: a fresh key is generated, so the node gets a
+	// new peer ID each run (use secio.LoadOrCreateKeyFile to keep one).
+	PrivateKey *secio.PrivateKey
+
+	// Protocols are the protocols this node speaks. Names must be unique.
+	Protocols []Protocol
+
+	// Ciphers is the AEAD suites offered, in preference order. Nil: aead.Preferred(), which
+	// puts AES-128-GCM first where the CPU has AES instructions, ChaCha20-Poly1305 otherwise.
+	Ciphers []aead.Suite
+
+	// MaxConnections bounds open sessions plus handshakes in progress, inbound and outbound
+	// together. Default DefaultMaxConnections. Inbound connections beyond it are closed at
+	// once; Dial beyond it returns ErrConnectionLimit.
+	MaxConnections int
+
+	// MaxMessageSize bounds one protocol message, in both directions. Default 4 MiB.
+	MaxMessageSize int
+
+	// SendQueueBytes bounds the bytes queued for sending on one session, all protocols
+	// together. Messages are counted when queued; beyond the bound Send returns
+	// ErrSessionBlocked and SendContext waits. Default 16 MiB; at least MaxMessageSize.
+	SendQueueBytes int
+
+	// DialTimeout bounds the TCP connect of a Dial. Default 10 s.
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds the secio handshake. Default 10 s.
+	HandshakeTimeout time.Duration
+	// NegotiationTimeout bounds protocol negotiation on a new stream. Default 10 s.
+	NegotiationTimeout time.Duration
+	// ShutdownTimeout bounds the graceful part of Close. Default 5 s.
+	ShutdownTimeout time.Duration
+
+	// MaxFrameSize is the secio frame limit. Zero: large enough for one full yamux frame of
+	// the mux window, so that every yamux frame is one encrypted frame.
+	MaxFrameSize int
+
+	// Mux configures the stream multiplexer. Nil: mux.DefaultConfig().
+	Mux *mux.Config
+
+	// LegacyTEA enables the insecure TEA legacy framing for ListenLegacy and DialLegacy.
+	// Nil (the default): the node never speaks it.
+	LegacyTEA *LegacyTEAConfig
+
+	// EventBuffer is the capacity of the Events channel. Default 1024. Events that do not
+	// fit are dropped and counted (Service.DroppedEvents); the Service never blocks on them.
+	EventBuffer int
+
+	// Logger receives the Service's logs. Nil: silent.
+	Logger *slog.Logger
+}
+
+// LegacyTEAConfig configures the TEA legacy mode. TEA has no integrity protection and no peer
+// authentication: sessions in this mode are marked insecure and have no peer ID.
+type LegacyTEAConfig struct {
+	// Key is the 16-byte key both sides share.
+	Key []byte
+}
+
+// Validate reports the first problem with the configuration, wrapping ErrInvalidConfig.
+// Zero fields are valid (they mean their defaults).
+func (c *Config) Validate() error {
+	if c == nil {
+		return nil
+	}
+	if c.MaxConnections < 0 || c.MaxMessageSize < 0 || c.SendQueueBytes < 0 || c.EventBuffer < 0 || c.MaxFrameSize < 0 {
+		return configError("negative limit")
+	}
+	if c.DialTimeout < 0 || c.HandshakeTimeout < 0 || c.NegotiationTimeout < 0 || c.ShutdownTimeout < 0 {
+		return configError("negative timeout")
+	}
+	maxMsg := c.MaxMessageSize
+	if maxMsg == 0 {
+		maxMsg = DefaultMaxMessageSize
+	}
+	if c.SendQueueBytes != 0 && c.SendQueueBytes < maxMsg {
+		return configError("SendQueueBytes %d smaller than MaxMessageSize %d", c.SendQueueBytes, maxMsg)
+	}
+	seen := make(map[string]bool, len(c.Protocols))
+	for i := range c.Protocols {
+		p := &c.Protocols[i]
+		if err := p.info().Validate(); err != nil {
+			return configError("protocol %q: %v", p.Name, err)
+		}
+		if seen[p.Name] {
+			return configError("protocol %q registered twice", p.Name)
+		}
+		seen[p.Name] = true
+		if (p.Handler == nil) == (p.StreamHandler == nil) {
+			return configError("protocol %q: set exactly one of Handler and StreamHandler", p.Name)
+		}
+	}
+	for _, s := range c.Ciphers {
+		if !s.Valid() {
+			return configError("unknown cipher suite %d", s)
+		}
+	}
+	if c.Mux != nil {
+		if err := c.Mux.Validate(); err != nil {
+			return configError("mux: %v", err)
+		}
+	}
+	if c.LegacyTEA != nil && len(c.LegacyTEA.Key) != 16 {
+		return configError("legacy TEA key must be 16 bytes, got %d", len(c.LegacyTEA.Key))
+	}
+	return nil
+}
+
+// withDefaults returns a copy of c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.SendQueueBytes == 0 {
+		c.SendQueueBytes = max(DefaultSendQueueBytes, c.MaxMessageSize)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.NegotiationTimeout == 0 {
+		c.NegotiationTimeout = DefaultNegotiationTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.EventBuffer == 0 {
+		c.EventBuffer = DefaultEventBuffer
+	}
+	if c.Mux == nil {
+		c.Mux = mux.DefaultConfig()
+	} else {
+		m := *c.Mux
+		c.Mux = &m
+	}
+	if c.MaxFrameSize == 0 {
+		c.MaxFrameSize = mux.MaxFrameSize(c.Mux)
+	}
+	if c.Ciphers == nil {
+		c.Ciphers = aead.Preferred()
+	} else {
+		c.Ciphers = append([]aead.Suite(nil), c.Ciphers...)
+	}
+	c.Protocols = append([]Protocol(nil), c.Protocols...)
+	if c.LegacyTEA != nil {
+		l := LegacyTEAConfig{Key: append([]byte(nil), c.LegacyTEA.Key...)}
+		c.LegacyTEA = &l
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

@@ -1,0 +1,43 @@
+package tendril
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the Service. Errors returned by the Service wrap these (test them with
+// errors.Is); errors from the layers below (secio, mux, protocol) are wrapped unchanged, so
+// secio.ErrPeerIDMismatch or protocol.ErrUnknownProtocol can be tested the same way.
+var (
+	// ErrServiceClosed is returned by every method of a Service that has been closed.
+	ErrServiceClosed = errors.New("tendril: service closed")
+	// ErrNotConnected means there is no session with the given peer.
+	ErrNotConnected = errors.New("tendril: peer not connected")
+	// ErrSessionClosed is returned when sending on, or opening a protocol on, a closed session.
+	ErrSessionClosed = errors.New("tendril: session closed")
+	// ErrSessionBlocked means the session's send queue is full: the peer does not read as
+	// fast as messages are queued. Retry later, or use a SendContext variant that waits.
+	ErrSessionBlocked = errors.New("tendril: session send queue full")
+	// ErrConnectionLimit means Config.MaxConnections sessions (and handshakes) are open.
+	ErrConnectionLimit = errors.New("tendril: connection limit reached")
+	// ErrProtocolNotOpen means the protocol has no open stream on the session.
+	ErrProtocolNotOpen = errors.New("tendril: protocol not open on this session")
+	// ErrUnknownProtocol means the protocol name is not registered on this Service.
+	ErrUnknownProtocol = errors.New("tendril: protocol not registered")
+	// ErrMessageTooLarge means a message exceeds Config.MaxMessageSize.
+	ErrMessageTooLarge = errors.New("tendril: message too large")
+	// ErrLegacyDisabled means a legacy TEA listen or dial was asked of a Service whose
+	// Config.LegacyTEA is nil.
+	ErrLegacyDisabled = errors.New("tendril: legacy TEA mode not enabled")
+	// ErrInvalidAddr means an address is not a supported multiaddr.
+	ErrInvalidAddr = errors.New("tendril: invalid address")
+	// ErrInvalidConfig is wrapped by every error of Config.Validate.
+	ErrInvalidConfig = errors.New("tendril: invalid config")
+	// ErrDuplicateSession means the session was closed because another connection to the same
+	// peer was kept (see Service.Dial).
+	ErrDuplicateSession = errors.New("tendril: duplicate session with peer closed")
+)
+
+func configError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/tendril-p2p/tendril"
+	"github.com/tendril-p2p/tendril/hash/blake3"
+	"github.com/tendril-p2p/tendril/protocol"
+)
+
+// ChatProtocol is the chat protocol's name. Version 1.1 carries the sender's nick; 1.0 does
+// not, which lets the demo show version negotiation between old and new peers.
+const ChatProtocol = "/tendril/chat"
+
+const idSize = 32
+
+// message is one chat line as it travels, relayed hop by hop.
+//
+// Wire format (all versions): 32-byte message ID, then for 1.1 a 1-byte nick length and the
+// nick, then the text. The ID is BLAKE3(origin peer ID || 8-byte big-endian sequence).
+type message struct {
+	id   [idSize]byte
+	nick string
+	text string
+}
+
+var errBadMessage = errors.New("chat: malformed message")
+
+func (m *message) encode(version string) []byte {
+	b := make([]byte, 0, idSize+1+len(m.nick)+len(m.text))
+	b = append(b, m.id[:]...)
+	if protocol.CompareVersions(version, "1.1") >= 0 {
+		nick := m.nick
+		if len(nick) > 255 {
+			nick = nick[:255]
+		}
+		b = append(b, byte(len(nick)))
+		b = append(b, nick...)
+	}
+	return append(b, m.text...)
+}
+
+func decode(b []byte, version string) (message, error) {
+	var m message
+	if len(b) < idSize {
+		return m, errBadMessage
+	}
+	copy(m.id[:], b)
+	b = b[idSize:]
+	if protocol.CompareVersions(version, "1.1") >= 0 {
+		if len(b) < 1 || len(b) < 1+int(b[0]) {
+			return m, errBadMessage
+		}
+		m.nick = string(b[1 : 1+b[0]])
+		b = b[1+b[0]:]
+	}
+	m.text = string(b)
+	return m, nil
+}
+
+// seenSet remembers the last capacity message IDs, so that a relayed line is shown and
+// forwarded once, with bounded memory.
+type seenSet struct {
+	ring []([idSize]byte)
+	set  map[[idSize]byte]struct{}
+	next int
+}
+
+func newSeenSet(capacity int) *seenSet {
+	return &seenSet{ring: make([][idSize]byte, capacity), set: make(map[[idSize]byte]struct{}, capacity)}
+}
+
+// add reports whether id is new, and remembers it.
+func (s *seenSet) add(id [idSize]byte) bool {
+	if _, ok := s.set[id]; ok {
+		return false
+	}
+	if len(s.set) == len(s.ring) {
+		delete(s.set, s.ring[s.next])
+	}
+	s.ring[s.next] = id
+	s.set[id] = struct{}{}
+	s.next = (s.next + 1) % len(s.ring)
+	return true
+}
+
+// node is one chat peer: a tendril Service with the chat protocol.
+type node struct {
+	name string
+	out  io.Writer
+	svc  *tendril.Service
+
+	mu    sync.Mutex
+	seen  *seenSet
+	peers map[*tendril.Context]struct{}
+	seq   uint64
+	// onLine, if set, is told of every line shown (the demo counts them).
+	onLine func(origin string, text string)
+}
+
+func newNode(name string, out io.Writer) *node {
+	return &node{name: name, out: out, seen: newSeenSet(4096), peers: make(map[*tendril.Context]struct{})}
+}
+
+func (n *node) printf(format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	fmt.Fprintf(n.out, "[%s] "+format+"\n", append([]any{n.name}, args...)...)
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:6] + ".." + s[len(s)-4:]
+	}
+	return s
+}
+
+// Connected implements tendril.Handler.
+func (n *node) Connected(ctx *tendril.Context, version string) {
+	sess := ctx.Session()
+	n.mu.Lock()
+	n.peers[ctx] = struct{}{}
+	n.mu.Unlock()
+	security := sess.Suite().String()
+	if !sess.Secure() {
+		security = "TEA legacy mode, INSECURE: no integrity, no authentication"
+	}
+	n.printf("joined: %s at %s (%s, chat %s)", peerName(ctx), sess.RemoteAddr().Transport, security, version)
+}
+
+// Received implements tendril.Handler.
+func (n *node) Received(ctx *tendril.Context, b []byte) {
+	m, err := decode(b, ctx.Version())
+	if err != nil {
+		n.printf("dropped a malformed message from %s", peerName(ctx))
+		return
+	}
+	n.mu.Lock()
+	fresh := n.seen.add(m.id)
+	n.mu.Unlock()
+	if !fresh {
+		return
+	}
+	nick := m.nick
+	if nick == "" {
+		nick = "(v1.0 peer)"
+	}
+	n.printf("<%s> %s", nick, m.text)
+	if n.onLine != nil {
+		n.onLine(m.nick, m.text)
+	}
+	n.forward(&m, ctx)
+}
+
+// Disconnected implements tendril.Handler.
+func (n *node) Disconnected(ctx *tendril.Context) {
+	n.mu.Lock()
+	delete(n.peers, ctx)
+	n.mu.Unlock()
+	n.printf("left: %s", peerName(ctx))
+}
+
+func peerName(ctx *tendril.Context) string {
+	if ctx.Peer().IsZero() {
+		return "legacy peer " + ctx.Session().RemoteAddr().Transport.String()
+	}
+	return short(ctx.Peer().String())
+}
+
+// say sends a line typed here to every peer.
+func (n *node) say(text string) {
+	n.mu.Lock()
+	n.seq++
+	var seq [8]byte
+	binary.BigEndian.PutUint64(seq[:], n.seq)
+	h := blake3.New()
+	h.Write(n.svc.ID().Bytes())
+	h.Write(seq[:])
+	m := message{nick: n.name, text: text}
+	h.Sum(m.id[:0])
+	n.seen.add(m.id)
+	n.mu.Unlock()
+	n.forward(&m, nil)
+}
+
+// forward sends m to every connected peer but the one it came from, encoded for each
+// stream's negotiated version.
+func (n *node) forward(m *message, from *tendril.Context) {
+	n.mu.Lock()
+	targets := make([]*tendril.Context, 0, len(n.peers))
+	for c := range n.peers {
+		if c != from {
+			targets = append(targets, c)
+		}
+	}
+	n.mu.Unlock()
+	for _, c := range targets {
+		if err := c.Send(m.encode(c.Version())); err != nil {
+			n.printf("could not send to %s: %v", peerName(c), err)
+		}
+	}
+}

@@ -1,0 +1,230 @@
+// Command chat is a peer-to-peer chat over tendril.
+//
+//	go run ./examples/chat -demo                              # several peers in one process
+//	go run ./examples/chat -listen /ip4/127.0.0.1/tcp/0       # prints its full address
+//	go run ./examples/chat -dial /ip4/127.0.0.1/tcp/PORT/p2p/PEERID -name bob
+//
+// Lines typed on stdin go to every connected peer and are relayed once by each peer, so in a
+// chain A-B-C a line typed at A reaches C. -key FILE keeps an identity between runs;
+// -legacy-tea KEYHEX speaks the insecure TEA legacy mode instead of secio.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tendril-p2p/tendril"
+	"github.com/tendril-p2p/tendril/secio"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "chat:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+type options struct {
+	listen    string
+	dials     multiFlag
+	keyFile   string
+	name      string
+	demo      bool
+	peers     int
+	legacyKey []byte
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.listen, "listen", "", "multiaddr to listen on, e.g. /ip4/127.0.0.1/tcp/0")
+	fs.Var(&o.dials, "dial", "multiaddr of a peer to join (repeatable), e.g. /ip4/127.0.0.1/tcp/4001/p2p/PEERID")
+	fs.StringVar(&o.keyFile, "key", "", "identity key file (created if missing); default: a fresh identity")
+	fs.StringVar(&o.name, "name", "", "nick shown to others (default: from the peer ID)")
+	fs.BoolVar(&o.demo, "demo", false, "run several peers in this process on loopback and check every line arrives")
+	fs.IntVar(&o.peers, "peers", 4, "number of peers for -demo")
+	legacy := fs.String("legacy-tea", "", "speak the INSECURE TEA legacy mode with this 16-byte key (32 hex digits)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *legacy != "" {
+		k, err := hex.DecodeString(*legacy)
+		if err != nil || len(k) != 16 {
+			return nil, fmt.Errorf("-legacy-tea wants 32 hex digits (16 bytes)")
+		}
+		o.legacyKey = k
+	}
+	if o.demo && o.peers < 2 {
+		return nil, fmt.Errorf("-peers must be at least 2")
+	}
+	if !o.demo && o.listen == "" && len(o.dials) == 0 {
+		return nil, fmt.Errorf("nothing to do: give -listen, -dial or -demo (-h for help)")
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	o, err := parseFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	if o.demo {
+		return runDemo(ctx, o, stdout)
+	}
+	return runPeer(ctx, o, stdin, stdout)
+}
+
+// chatProtocol returns the chat protocol speaking the given versions, handled by n.
+func chatProtocol(n *node, versions ...string) tendril.Protocol {
+	if len(versions) == 0 {
+		versions = []string{"1.0", "1.1"}
+	}
+	return tendril.Protocol{Name: ChatProtocol, Versions: versions, Handler: n, OpenOnConnect: true}
+}
+
+func newChatService(n *node, key *secio.PrivateKey, legacyKey []byte, versions ...string) (*tendril.Service, error) {
+	cfg := tendril.Config{PrivateKey: key, Protocols: []tendril.Protocol{chatProtocol(n, versions...)}}
+	if legacyKey != nil {
+		cfg.LegacyTEA = &tendril.LegacyTEAConfig{Key: legacyKey}
+	}
+	svc, err := tendril.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.svc = svc
+	return svc, nil
+}
+
+func runPeer(ctx context.Context, o *options, stdin io.Reader, stdout io.Writer) error {
+	var key *secio.PrivateKey
+	if o.keyFile != "" {
+		k, created, err := secio.LoadOrCreateKeyFile(o.keyFile)
+		if err != nil {
+			return err
+		}
+		if created {
+			fmt.Fprintf(stdout, "created identity key %s\n", o.keyFile)
+		}
+		key = k
+	}
+	n := newNode(o.name, stdout)
+	svc, err := newChatService(n, key, o.legacyKey)
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	if n.name == "" {
+		n.name = short(svc.ID().String())
+	}
+	fmt.Fprintf(stdout, "peer ID %s\n", svc.ID())
+	if o.legacyKey != nil {
+		fmt.Fprintln(stdout, "WARNING: TEA legacy mode is INSECURE: no integrity, no peer authentication")
+	}
+	go logEvents(svc, n)
+
+	if o.listen != "" {
+		a, err := tendril.ParseAddr(o.listen)
+		if err != nil {
+			return err
+		}
+		var bound tendril.Addr
+		if o.legacyKey != nil {
+			bound, err = svc.ListenLegacy(ctx, a)
+		} else {
+			bound, err = svc.Listen(ctx, a)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "listening on %s\n", bound)
+	}
+	for _, d := range o.dials {
+		a, err := tendril.ParseAddr(d)
+		if err != nil {
+			return err
+		}
+		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		if o.legacyKey != nil {
+			_, err = svc.DialLegacy(dctx, a)
+		} else {
+			_, err = svc.Dial(dctx, a)
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(stdout, "closing")
+			return nil
+		case line, ok := <-lines:
+			if !ok {
+				// stdin ended (a pipe): give the last lines a moment to leave, then close.
+				// Close itself sends what is queued before closing the streams.
+				return nil
+			}
+			if line = strings.TrimSpace(line); line != "" {
+				n.say(line)
+			}
+		}
+	}
+}
+
+// logEvents shows session-level events (failures included) until the Service closes.
+func logEvents(svc *tendril.Service, n *node) {
+	for e := range svc.Events() {
+		switch e.Type {
+		case tendril.EventSessionOpened:
+			sec := "secure"
+			if !e.Secure {
+				sec = "INSECURE legacy TEA"
+			}
+			n.printf("session %s with %s (%s)", e.Direction, e.Addr.Transport, sec)
+		case tendril.EventSessionClosed:
+			if e.Err != nil {
+				n.printf("session with %s closed: %v", e.Addr.Transport, e.Err)
+			}
+		case tendril.EventDialFailed, tendril.EventHandshakeFailed, tendril.EventPeerIDMismatch,
+			tendril.EventNegotiationFailed, tendril.EventLimitReached:
+			n.printf("%s", e)
+		}
+	}
+}

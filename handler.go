@@ -1,0 +1,130 @@
+package tendril
+
+import (
+	"context"
+	"net"
+
+	"github.com/tendril-p2p/tendril/protocol"
+	"github.com/tendril-p2p/tendril/secio"
+)
+
+// Protocol is a protocol the Service speaks: a name, the versions it supports, and either a
+// message Handler or a raw StreamHandler.
+type Protocol struct {
+	// Name identifies the protocol on the wire, e.g. "/chat". It must start with "/".
+	Name string
+	// Versions lists the supported versions ("1.0", "1.1", ...). They are compared as
+	// versions, not strings: "10.0" is newer than "9.0".
+	Versions []string
+	// Select picks the version from the local and the remote lists when this node accepts a
+	// stream. Nil: the highest version both support.
+	Select protocol.SelectFunc
+	// Handler receives whole messages (message mode).
+	Handler Handler
+	// StreamHandler receives the raw stream (raw mode), for protocols that stream bytes.
+	StreamHandler StreamHandler
+	// OpenOnConnect makes the dialling side open this protocol as soon as a session is
+	// established, so that both sides' handlers get Connected without further calls.
+	OpenOnConnect bool
+}
+
+func (p *Protocol) info() protocol.Info {
+	return protocol.Info{Name: p.Name, Versions: p.Versions, Select: p.Select}
+}
+
+// Handler handles one protocol in message mode. For one session and protocol, the calls are
+// made from one goroutine, in order: Connected, then Received for each message, then
+// Disconnected. Different sessions call concurrently, so a Handler shared by sessions must be
+// safe for concurrent use. A handler that blocks delays only its own stream (and, through
+// flow control, the peer's sends on it).
+type Handler interface {
+	// Connected is called when the protocol stream has been negotiated.
+	Connected(ctx *Context, version string)
+	// Received is called for each message. msg belongs to the handler.
+	Received(ctx *Context, msg []byte)
+	// Disconnected is called once when the stream has ended, whatever the reason.
+	Disconnected(ctx *Context)
+}
+
+// HandlerFuncs adapts plain functions to Handler; nil fields do nothing.
+type HandlerFuncs struct {
+	OnConnected    func(ctx *Context, version string)
+	OnReceived     func(ctx *Context, msg []byte)
+	OnDisconnected func(ctx *Context)
+}
+
+// Connected calls h.OnConnected if it is set.
+func (h HandlerFuncs) Connected(ctx *Context, version string) {
+	if h.OnConnected != nil {
+		h.OnConnected(ctx, version)
+	}
+}
+
+// Received calls h.OnReceived if it is set.
+func (h HandlerFuncs) Received(ctx *Context, msg []byte) {
+	if h.OnReceived != nil {
+		h.OnReceived(ctx, msg)
+	}
+}
+
+// Disconnected calls h.OnDisconnected if it is set.
+func (h HandlerFuncs) Disconnected(ctx *Context) {
+	if h.OnDisconnected != nil {
+		h.OnDisconnected(ctx)
+	}
+}
+
+// StreamHandler handles one protocol in raw mode: it owns the stream until it returns, and
+// the Service closes the stream then. ServeStream is called on its own goroutine; it should
+// return when the stream fails or when ctx.Done() is closed (the session is ending).
+type StreamHandler interface {
+	ServeStream(ctx *Context, version string, stream net.Conn)
+}
+
+// StreamHandlerFunc adapts a function to StreamHandler.
+type StreamHandlerFunc func(ctx *Context, version string, stream net.Conn)
+
+// ServeStream calls f.
+func (f StreamHandlerFunc) ServeStream(ctx *Context, version string, stream net.Conn) {
+	f(ctx, version, stream)
+}
+
+// Context is what a handler knows about its stream: the session, the protocol and version,
+// and how to answer. It is valid for the stream's lifetime.
+type Context struct {
+	ps *protoStream
+}
+
+// Session returns the session the stream belongs to.
+func (c *Context) Session() *Session { return c.ps.sess }
+
+// Peer returns the remote peer's ID (zero for legacy TEA sessions).
+func (c *Context) Peer() secio.PeerID { return c.ps.sess.peer }
+
+// Protocol returns the protocol's name.
+func (c *Context) Protocol() string { return c.ps.proto.Name }
+
+// Version returns the negotiated version.
+func (c *Context) Version() string { return c.ps.version }
+
+// Outbound reports whether this node opened the stream.
+func (c *Context) Outbound() bool { return c.ps.outbound }
+
+// Done is closed when the stream is ending (closed by either side, or its session closing).
+func (c *Context) Done() <-chan struct{} { return c.ps.closing }
+
+// Send queues msg on this stream without blocking; it returns ErrSessionBlocked if the
+// session's send queue is full. msg may be reused once Send returns.
+func (c *Context) Send(msg []byte) error { return c.ps.send(nil, msg) }
+
+// SendContext queues msg, waiting under ctx while the session's send queue is full.
+// Do not call it from a Received call of the same session if the peer may be doing the same:
+// two handlers waiting for each other's queue would only end with ctx.
+func (c *Context) SendContext(ctx context.Context, msg []byte) error { return c.ps.send(ctx, msg) }
+
+// Close ends the stream gracefully: messages already queued are sent, then the stream is
+// closed; Disconnected follows once the peer has closed its side too.
+func (c *Context) Close() error {
+	c.ps.closeLocal()
+	return nil
+}

@@ -1,0 +1,560 @@
+package tendril
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tendril-p2p/tendril/mux"
+	"github.com/tendril-p2p/tendril/protocol"
+	"github.com/tendril-p2p/tendril/secio"
+)
+
+// Direction says which side dialled a session.
+type Direction uint8
+
+// The two directions of a session.
+const (
+	Inbound  Direction = iota + 1 // the remote dialled this node
+	Outbound                      // this node dialled the remote
+)
+
+// String returns "inbound" or "outbound".
+func (d Direction) String() string {
+	switch d {
+	case Inbound:
+		return "inbound"
+	case Outbound:
+		return "outbound"
+	}
+	return "unknown"
+}
+
+// Service is a tendril node: it listens, dials, keeps sessions with peers, runs the
+// registered protocols on them and reports what happens on Events. All methods are safe for
+// concurrent use. Close it to stop everything it started.
+type Service struct {
+	cfg       Config
+	key       *secio.PrivateKey
+	id        secio.PeerID
+	log       *slog.Logger
+	protocols map[string]*Protocol
+	registry  *protocol.Registry
+	secioCfg  secio.Config
+
+	// ctx is cancelled by Close; it aborts dials and handshakes in progress. Sessions have
+	// their own contexts, so that Shutdown can close them gracefully.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	events        chan Event
+	eventsMu      sync.RWMutex
+	eventsClosed  bool
+	droppedEvents atomic.Uint64
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[*listener]struct{}
+	sessions  map[uint64]*Session
+	byPeer    map[secio.PeerID]*Session
+	pending   int // handshakes in progress, counted against MaxConnections
+	nextID    uint64
+	wg        sync.WaitGroup
+	done      chan struct{}
+}
+
+type listener struct {
+	ln     net.Listener
+	addr   Addr
+	legacy bool
+}
+
+// New validates cfg and returns a Service. It starts nothing: call Listen or Dial.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	key := cfg.PrivateKey
+	if key == nil {
+		var err error
+		if key, err = secio.GenerateKey(); err != nil {
+			return nil, fmt.Errorf("tendril: generating identity: %w", err)
+		}
+	}
+	s := &Service{
+		cfg:       cfg,
+		key:       key,
+		id:        key.PeerID(),
+		log:       cfg.Logger,
+		protocols: make(map[string]*Protocol, len(cfg.Protocols)),
+		registry:  protocol.NewRegistry(),
+		events:    make(chan Event, cfg.EventBuffer),
+		listeners: make(map[*listener]struct{}),
+		sessions:  make(map[uint64]*Session),
+		byPeer:    make(map[secio.PeerID]*Session),
+		done:      make(chan struct{}),
+	}
+	for i := range cfg.Protocols {
+		p := &cfg.Protocols[i]
+		if err := s.registry.Register(p.info()); err != nil {
+			return nil, configError("protocol %q: %v", p.Name, err)
+		}
+		s.protocols[p.Name] = p
+	}
+	s.secioCfg = secio.Config{
+		PrivateKey:       key,
+		Ciphers:          cfg.Ciphers,
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		MaxFrameSize:     cfg.MaxFrameSize,
+		Logger:           cfg.Logger,
+	}
+	if err := s.secioCfg.Validate(); err != nil {
+		return nil, configError("secio: %v", err)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// ID returns this node's peer ID.
+func (s *Service) ID() secio.PeerID { return s.id }
+
+// PublicKey returns this node's identity public key.
+func (s *Service) PublicKey() *secio.PublicKey { return s.key.Public() }
+
+// Events returns the channel on which the Service reports what happens. It is closed by
+// Close. Events that find the channel full are dropped (see DroppedEvents): read it, or
+// ignore it, but a slow reader never slows the Service.
+func (s *Service) Events() <-chan Event { return s.events }
+
+// DroppedEvents returns how many events were dropped because the Events channel was full.
+func (s *Service) DroppedEvents() uint64 { return s.droppedEvents.Load() }
+
+// Listen starts accepting connections on addr (port 0 picks a free port) and returns the
+// bound address, with /p2p/ and this node's peer ID. ctx bounds only the bind; the listener
+// runs until Close.
+func (s *Service) Listen(ctx context.Context, addr Addr) (Addr, error) {
+	return s.listen(ctx, addr, false)
+}
+
+// ListenLegacy is Listen for the insecure TEA legacy mode (Config.LegacyTEA must be set).
+// Connections accepted there speak only that mode; the returned address has no peer ID.
+func (s *Service) ListenLegacy(ctx context.Context, addr Addr) (Addr, error) {
+	if s.cfg.LegacyTEA == nil {
+		return Addr{}, ErrLegacyDisabled
+	}
+	return s.listen(ctx, addr, true)
+}
+
+func (s *Service) listen(ctx context.Context, addr Addr, legacy bool) (Addr, error) {
+	network, hostport, err := addr.hostPort()
+	if err != nil {
+		return Addr{}, err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, network, hostport)
+	if err != nil {
+		return Addr{}, fmt.Errorf("tendril: listen %s: %w", addr.Transport, err)
+	}
+	l := &listener{ln: ln, legacy: legacy}
+	if legacy {
+		l.addr = addrFromNet(ln.Addr(), secio.PeerID{})
+	} else {
+		l.addr = addrFromNet(ln.Addr(), s.id)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return Addr{}, ErrServiceClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.log.Info("listening", "addr", l.addr.String(), "legacy", legacy)
+	s.emit(Event{Type: EventListenStarted, Addr: l.addr, Secure: !legacy})
+	go s.acceptLoop(l)
+	return l.addr, nil
+}
+
+// Addrs returns the addresses this node listens on.
+func (s *Service) Addrs() []Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Addr, 0, len(s.listeners))
+	for l := range s.listeners {
+		out = append(out, l.addr)
+	}
+	return out
+}
+
+func (s *Service) acceptLoop(l *listener) {
+	defer s.wg.Done()
+	var delay time.Duration
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && s.ctx.Err() == nil {
+				// Out of descriptors and the like: back off rather than spin or give up.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			s.mu.Lock()
+			delete(s.listeners, l)
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				err = nil
+			}
+			s.emit(Event{Type: EventListenClosed, Addr: l.addr, Err: err})
+			return
+		}
+		delay = 0
+		if err := s.reserve(); err != nil {
+			abortConn(c)
+			s.emit(Event{Type: EventLimitReached, Addr: addrFromNet(c.RemoteAddr(), secio.PeerID{}), Direction: Inbound, Err: err})
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			_, _ = s.setup(s.ctx, c, Inbound, secio.PeerID{}, l.legacy)
+		}()
+	}
+}
+
+// abortConn closes a TCP connection with a reset, so that refused or failed connections do
+// not linger in TIME_WAIT.
+func abortConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// reserve takes a connection slot for a handshake about to start.
+func (s *Service) reserve() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrServiceClosed
+	}
+	if len(s.sessions)+s.pending >= s.cfg.MaxConnections {
+		return fmt.Errorf("%w (%d)", ErrConnectionLimit, s.cfg.MaxConnections)
+	}
+	s.pending++
+	return nil
+}
+
+// Dial connects to addr, runs the handshake (verifying the peer ID if addr has one) and
+// returns the session. If a session with that peer already exists, it is returned instead of
+// dialling again. If the peer dials at the same time, both sides keep the same one of the two
+// connections: the one dialled by the peer with the smaller ID.
+func (s *Service) Dial(ctx context.Context, addr Addr) (*Session, error) {
+	return s.dial(ctx, addr, false)
+}
+
+// DialLegacy dials a peer that speaks the insecure TEA legacy mode (Config.LegacyTEA must be
+// set). The session has no peer ID and reports Secure() == false.
+func (s *Service) DialLegacy(ctx context.Context, addr Addr) (*Session, error) {
+	if s.cfg.LegacyTEA == nil {
+		return nil, ErrLegacyDisabled
+	}
+	return s.dial(ctx, addr, true)
+}
+
+func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, error) {
+	network, hostport, err := addr.hostPort()
+	if err != nil {
+		return nil, err
+	}
+	if !legacy && !addr.Peer.IsZero() {
+		if addr.Peer == s.id {
+			return nil, fmt.Errorf("tendril: dial %s: %w", addr, secio.ErrSelfDial)
+		}
+		if sess := s.Session(addr.Peer); sess != nil {
+			return sess, nil
+		}
+	}
+	if err := s.reserve(); err != nil {
+		if errors.Is(err, ErrConnectionLimit) {
+			s.emit(Event{Type: EventLimitReached, Addr: addr, Direction: Outbound, Err: err})
+		}
+		return nil, err
+	}
+	// Close aborts dials in progress, and so does the caller's ctx.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+
+	dctx, dcancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
+	var d net.Dialer
+	raw, err := d.DialContext(dctx, network, hostport)
+	dcancel()
+	if err != nil {
+		s.release()
+		err = fmt.Errorf("tendril: dial %s: %w", addr, err)
+		s.emit(Event{Type: EventDialFailed, Addr: addr, Peer: addr.Peer, Direction: Outbound, Err: err})
+		return nil, err
+	}
+	return s.setup(ctx, raw, Outbound, addr.Peer, legacy)
+}
+
+func (s *Service) release() {
+	s.mu.Lock()
+	s.pending--
+	s.mu.Unlock()
+}
+
+// setup turns a raw connection into a registered session. The caller has reserved a slot;
+// setup gives it back on every path.
+func (s *Service) setup(ctx context.Context, raw net.Conn, dir Direction, expect secio.PeerID, legacy bool) (*Session, error) {
+	remote := addrFromNet(raw.RemoteAddr(), expect)
+	local := addrFromNet(raw.LocalAddr(), secio.PeerID{})
+	var (
+		sc  *secio.Conn
+		err error
+	)
+	if legacy {
+		sc, err = secio.LegacyTEA(raw, s.cfg.LegacyTEA.Key, &secio.LegacyConfig{MaxFrameSize: s.cfg.MaxFrameSize})
+	} else {
+		cfg := s.secioCfg
+		cfg.ExpectedPeer = expect
+		hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
+		if dir == Outbound {
+			sc, err = secio.Client(hctx, raw, &cfg)
+		} else {
+			sc, err = secio.Server(hctx, raw, &cfg)
+		}
+		cancel()
+	}
+	if err != nil {
+		s.release()
+		abortConn(raw)
+		typ := EventHandshakeFailed
+		if errors.Is(err, secio.ErrPeerIDMismatch) {
+			typ = EventPeerIDMismatch
+		}
+		err = fmt.Errorf("tendril: handshake with %s: %w", remote.Transport, err)
+		s.log.Debug("handshake failed", "addr", remote.Transport.String(), "dir", dir.String(), "err", err)
+		s.emit(Event{Type: typ, Addr: remote, Peer: expect, Direction: dir, Secure: !legacy, Err: err})
+		return nil, err
+	}
+	var ms *mux.Session
+	if dir == Outbound {
+		ms, err = mux.Client(sc, s.cfg.Mux)
+	} else {
+		ms, err = mux.Server(sc, s.cfg.Mux)
+	}
+	if err != nil {
+		s.release()
+		sc.Close()
+		return nil, fmt.Errorf("tendril: mux: %w", err)
+	}
+	sess := newSession(s, sc, ms, dir, local, remote)
+	return s.register(sess)
+}
+
+// register adds a handshaken session, resolving duplicates by authenticated peer ID, and
+// starts it. It returns the session that is kept for that peer.
+func (s *Service) register(sess *Session) (*Session, error) {
+	s.mu.Lock()
+	s.pending--
+	if s.closed {
+		s.mu.Unlock()
+		sess.abortUnstarted()
+		return nil, ErrServiceClosed
+	}
+	var replaced *Session
+	if sess.secure {
+		if old := s.byPeer[sess.peer]; old != nil {
+			if !s.keepNew(old, sess) {
+				s.mu.Unlock()
+				s.log.Debug("duplicate session closed", "peer", sess.peer.String())
+				sess.abortUnstarted()
+				return old, nil
+			}
+			replaced = old
+		}
+		s.byPeer[sess.peer] = sess
+	}
+	s.nextID++
+	sess.id = s.nextID
+	s.sessions[sess.id] = sess
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	if replaced != nil {
+		s.log.Debug("duplicate session replaced", "peer", sess.peer.String())
+		replaced.closeWith(ErrDuplicateSession)
+	}
+	sess.start()
+	return sess, nil
+}
+
+// keepNew decides between two sessions with the same peer so that both peers decide alike:
+// keep the one dialled by the peer with the smaller ID; if the same peer dialled both, keep
+// the older one.
+func (s *Service) keepNew(old, cur *Session) bool {
+	dialer := func(x *Session) secio.PeerID {
+		if x.dir == Outbound {
+			return s.id
+		}
+		return x.peer
+	}
+	do, dn := dialer(old), dialer(cur)
+	if do == dn {
+		return false
+	}
+	return comparePeerIDs(dn, do) < 0
+}
+
+func comparePeerIDs(a, b secio.PeerID) int {
+	ab, bb := a.Bytes(), b.Bytes()
+	for i := 0; i < len(ab) && i < len(bb); i++ {
+		if ab[i] != bb[i] {
+			return int(ab[i]) - int(bb[i])
+		}
+	}
+	return len(ab) - len(bb)
+}
+
+func (s *Service) unregister(sess *Session) {
+	s.mu.Lock()
+	delete(s.sessions, sess.id)
+	if sess.secure && s.byPeer[sess.peer] == sess {
+		delete(s.byPeer, sess.peer)
+	}
+	s.mu.Unlock()
+}
+
+// Sessions returns the open sessions.
+func (s *Service) Sessions() []*Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		out = append(out, sess)
+	}
+	return out
+}
+
+// Session returns the session with the given peer, or nil.
+func (s *Service) Session(id secio.PeerID) *Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byPeer[id]
+}
+
+// Disconnect closes the session with the peer, gracefully: queued messages are sent first,
+// within Config.ShutdownTimeout.
+func (s *Service) Disconnect(id secio.PeerID) error {
+	sess := s.Session(id)
+	if sess == nil {
+		return ErrNotConnected
+	}
+	return sess.Close()
+}
+
+// OpenProtocol opens the named protocol with the peer, negotiating the version. It returns
+// once both sides' handlers have been told (Connected), or at once if the protocol is open.
+func (s *Service) OpenProtocol(ctx context.Context, id secio.PeerID, name string) error {
+	sess := s.Session(id)
+	if sess == nil {
+		return ErrNotConnected
+	}
+	return sess.OpenProtocol(ctx, name)
+}
+
+// Send queues msg for the peer on the named protocol without blocking. It returns
+// ErrSessionBlocked if the session's send queue is full.
+func (s *Service) Send(id secio.PeerID, name string, msg []byte) error {
+	sess := s.Session(id)
+	if sess == nil {
+		return ErrNotConnected
+	}
+	return sess.Send(name, msg)
+}
+
+// Broadcast queues msg on the named protocol for every session that has it open and that
+// filter accepts (nil: all). It returns how many sessions took the message, and the errors
+// of those that did not (for example ErrSessionBlocked), joined.
+func (s *Service) Broadcast(name string, msg []byte, filter func(*Session) bool) (int, error) {
+	var (
+		n    int
+		errs []error
+	)
+	for _, sess := range s.Sessions() {
+		if filter != nil && !filter(sess) {
+			continue
+		}
+		ps := sess.stream(name)
+		if ps == nil {
+			continue
+		}
+		if err := ps.send(nil, msg); err != nil {
+			errs = append(errs, fmt.Errorf("session %d: %w", sess.id, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// Close shuts the Service down gracefully within Config.ShutdownTimeout, then forcibly. See
+// Shutdown. It is idempotent.
+func (s *Service) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
+// Shutdown stops listening, aborts dials and handshakes in progress, closes every session
+// gracefully (queued messages are sent and streams closed in order) until ctx is done, then
+// closes what is left, waits for every goroutine of the Service (handlers included) and
+// closes the Events channel. It returns ctx's error if the graceful part was cut short.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.done
+		return nil
+	}
+	s.closed = true
+	listeners := make([]*listener, 0, len(s.listeners))
+	for l := range s.listeners {
+		listeners = append(listeners, l)
+	}
+	s.mu.Unlock()
+
+	s.cancel()
+	for _, l := range listeners {
+		l.ln.Close()
+	}
+	var wg sync.WaitGroup
+	for _, sess := range s.Sessions() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sess.shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	s.wg.Wait()
+
+	s.eventsMu.Lock()
+	s.eventsClosed = true
+	close(s.events)
+	s.eventsMu.Unlock()
+	close(s.done)
+	s.log.Info("service closed")
+	return ctx.Err()
+}

@@ -1,0 +1,819 @@
+package tendril
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tendril-p2p/tendril/cipher/aead"
+	"github.com/tendril-p2p/tendril/mux"
+	"github.com/tendril-p2p/tendril/protocol"
+	"github.com/tendril-p2p/tendril/secio"
+)
+
+// Session is an established connection with one peer: a secure channel, a stream
+// multiplexer, and the protocol streams open on it.
+type Session struct {
+	svc    *Service
+	id     uint64
+	peer   secio.PeerID
+	pub    *secio.PublicKey
+	dir    Direction
+	local  Addr
+	remote Addr
+	secure bool
+	suite  aead.Suite
+	conn   *secio.Conn
+	mux    *mux.Session
+	opened time.Time
+
+	// ctx is cancelled when the session is torn down; stream goroutines watch it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	streams  map[string]*protoStream   // established message-mode streams, by protocol name
+	raw      map[*protoStream]struct{} // raw-mode streams served by a StreamHandler
+	opening  map[string]chan struct{}  // outbound negotiations in progress, closed when done
+	closing  bool                      // graceful shutdown started: no new streams
+	torn     bool                      // teardown started: no new goroutines
+	closeErr error
+	idle     chan struct{} // closed when closing and no streams remain
+	queued   int           // bytes queued for sending, all streams
+	waiters  int           // SendContext calls waiting for space
+	space    chan struct{} // closed (and replaced) when queue space is freed and someone waits
+
+	wg       sync.WaitGroup // accept loop and stream goroutines
+	done     chan struct{}
+	tornOnce sync.Once
+}
+
+func newSession(s *Service, sc *secio.Conn, ms *mux.Session, dir Direction, local, remote Addr) *Session {
+	sess := &Session{
+		svc:     s,
+		peer:    sc.RemotePeer(),
+		pub:     sc.RemotePublicKey(),
+		dir:     dir,
+		local:   local,
+		remote:  remote,
+		secure:  sc.Secure(),
+		suite:   sc.Suite(),
+		conn:    sc,
+		mux:     ms,
+		opened:  time.Now(),
+		streams: make(map[string]*protoStream),
+		raw:     make(map[*protoStream]struct{}),
+		opening: make(map[string]chan struct{}),
+		idle:    make(chan struct{}),
+		space:   make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	sess.remote.Peer = sess.peer
+	sess.local.Peer = sc.LocalPeer()
+	sess.ctx, sess.cancel = context.WithCancel(context.Background())
+	return sess
+}
+
+// abortUnstarted closes a session that was never registered (a duplicate, or the Service
+// closing). It emits nothing: no one was told it existed.
+func (s *Session) abortUnstarted() {
+	s.cancel()
+	s.mux.Close()
+	close(s.done)
+}
+
+// start runs the session; the Service's WaitGroup has been incremented for it.
+func (s *Session) start() {
+	svc := s.svc
+	svc.log.Info("session opened", "peer", s.peer.String(), "addr", s.remote.Transport.String(),
+		"dir", s.dir.String(), "suite", suiteName(s), "secure", s.secure)
+	svc.emit(s.event(EventSessionOpened, nil))
+	s.wg.Add(1)
+	go s.acceptLoop()
+	go s.watch()
+	if s.dir == Outbound {
+		for i := range svc.cfg.Protocols {
+			p := &svc.cfg.Protocols[i]
+			if !p.OpenOnConnect {
+				continue
+			}
+			s.mu.Lock()
+			if s.torn {
+				s.mu.Unlock()
+				break
+			}
+			s.wg.Add(1)
+			s.mu.Unlock()
+			go func() {
+				defer s.wg.Done()
+				ctx, cancel := context.WithCancel(s.ctx)
+				defer cancel()
+				if err := s.OpenProtocol(ctx, p.Name); err != nil {
+					svc.log.Debug("open on connect failed", "peer", s.peer.String(), "protocol", p.Name, "err", err)
+				}
+			}()
+		}
+	}
+}
+
+func suiteName(s *Session) string {
+	if !s.secure {
+		return "TEA (insecure legacy)"
+	}
+	return s.suite.String()
+}
+
+func (s *Session) event(t EventType, err error) Event {
+	return Event{Type: t, SessionID: s.id, Peer: s.peer, Addr: s.remote, Direction: s.dir, Secure: s.secure, Err: err}
+}
+
+// watch tears the session down when the multiplexer dies or the session is closed.
+func (s *Session) watch() {
+	defer s.svc.wg.Done()
+	select {
+	case <-s.mux.CloseChan():
+		s.setErr(fmt.Errorf("%w: connection lost", ErrSessionClosed))
+	case <-s.ctx.Done():
+	}
+	s.teardown()
+}
+
+func (s *Session) setErr(err error) {
+	s.mu.Lock()
+	if s.closeErr == nil {
+		s.closeErr = err
+	}
+	s.mu.Unlock()
+}
+
+// closeWith closes the session at once, recording why.
+func (s *Session) closeWith(err error) {
+	s.setErr(err)
+	s.cancel()
+}
+
+func (s *Session) teardown() {
+	s.mu.Lock()
+	s.torn = true
+	s.mu.Unlock()
+	s.cancel()
+	s.mux.Close()
+	s.wg.Wait()
+	s.svc.unregister(s)
+	s.mu.Lock()
+	err := s.closeErr
+	s.queued = 0
+	s.mu.Unlock()
+	s.svc.log.Info("session closed", "peer", s.peer.String(), "err", err)
+	s.svc.emit(s.event(EventSessionClosed, err))
+	close(s.done)
+}
+
+// shutdown closes every stream gracefully, waits for them until ctx is done, then closes.
+func (s *Session) shutdown(ctx context.Context) {
+	s.mu.Lock()
+	if !s.closing {
+		s.closing = true
+		s.checkIdleLocked()
+	}
+	streams := make([]*protoStream, 0, len(s.streams)+len(s.raw))
+	for _, ps := range s.streams {
+		streams = append(streams, ps)
+	}
+	for ps := range s.raw {
+		streams = append(streams, ps)
+	}
+	s.mu.Unlock()
+	for _, ps := range streams {
+		ps.closeLocal()
+	}
+	select {
+	case <-s.idle:
+	case <-ctx.Done():
+	case <-s.done:
+	}
+	s.cancel()
+	<-s.done
+}
+
+func (s *Session) checkIdleLocked() {
+	if s.closing && len(s.streams) == 0 && len(s.opening) == 0 && len(s.raw) == 0 {
+		select {
+		case <-s.idle:
+		default:
+			close(s.idle)
+		}
+	}
+}
+
+// ID returns the session's number, unique within its Service.
+func (s *Session) ID() uint64 { return s.id }
+
+// Peer returns the remote peer's authenticated ID (zero for a legacy TEA session).
+func (s *Session) Peer() secio.PeerID { return s.peer }
+
+// PublicKey returns the remote peer's identity key (nil for a legacy TEA session).
+func (s *Session) PublicKey() *secio.PublicKey { return s.pub }
+
+// RemoteAddr returns the remote address, with the peer ID.
+func (s *Session) RemoteAddr() Addr { return s.remote }
+
+// LocalAddr returns the local address of the connection, with this node's peer ID.
+func (s *Session) LocalAddr() Addr { return s.local }
+
+// Direction says who dialled.
+func (s *Session) Direction() Direction { return s.dir }
+
+// Secure reports whether the session is authenticated and encrypted with an AEAD; it is
+// false only for legacy TEA sessions.
+func (s *Session) Secure() bool { return s.secure }
+
+// Suite returns the negotiated AEAD suite (zero for legacy TEA sessions).
+func (s *Session) Suite() aead.Suite { return s.suite }
+
+// OpenedAt returns when the session was established.
+func (s *Session) OpenedAt() time.Time { return s.opened }
+
+// Done is closed once the session has ended and its handlers have returned.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns why the session ended: nil while it is open or if it was closed locally.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeErr
+}
+
+// QueuedBytes returns the bytes queued for sending on the session.
+func (s *Session) QueuedBytes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queued
+}
+
+// ProtocolInfo describes a protocol open on a session.
+type ProtocolInfo struct {
+	Name     string
+	Version  string
+	Outbound bool // this node opened the stream
+}
+
+// Protocols returns the protocols open on the session, sorted by name.
+func (s *Session) Protocols() []ProtocolInfo {
+	s.mu.Lock()
+	out := make([]ProtocolInfo, 0, len(s.streams))
+	for _, ps := range s.streams {
+		out = append(out, ProtocolInfo{Name: ps.proto.Name, Version: ps.version, Outbound: ps.outbound})
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Close closes the session gracefully: queued messages are sent and every stream is closed,
+// within Config.ShutdownTimeout; then the connection is closed. It waits for the handlers.
+func (s *Session) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.svc.cfg.ShutdownTimeout)
+	defer cancel()
+	s.shutdown(ctx)
+	return nil
+}
+
+// Send queues msg on the named protocol without blocking; ErrSessionBlocked if the session's
+// send queue is full. msg may be reused once Send returns.
+func (s *Session) Send(name string, msg []byte) error {
+	ps := s.stream(name)
+	if ps == nil {
+		return s.notOpen(name)
+	}
+	return ps.send(nil, msg)
+}
+
+// SendContext queues msg on the named protocol, waiting under ctx while the queue is full.
+func (s *Session) SendContext(ctx context.Context, name string, msg []byte) error {
+	ps := s.stream(name)
+	if ps == nil {
+		return s.notOpen(name)
+	}
+	return ps.send(ctx, msg)
+}
+
+func (s *Session) notOpen(name string) error {
+	if _, ok := s.svc.protocols[name]; !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
+	}
+	select {
+	case <-s.ctx.Done():
+		return ErrSessionClosed
+	default:
+	}
+	return fmt.Errorf("%w: %q", ErrProtocolNotOpen, name)
+}
+
+func (s *Session) stream(name string) *protoStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streams[name]
+}
+
+// OpenProtocol opens the named protocol on this session and negotiates its version.
+//
+// For a message-mode protocol (Protocol.Handler) a session has at most one stream per
+// protocol: OpenProtocol returns nil once it is established (both handlers have had
+// Connected), or at once if it is already open. For a raw-mode protocol
+// (Protocol.StreamHandler) every call opens a new stream and runs the local StreamHandler
+// on it, as the remote one runs on the other end.
+//
+// Negotiation failures are returned (they wrap protocol.ErrUnknownProtocol,
+// protocol.ErrNoCommonVersion, ...) and reported as events.
+func (s *Session) OpenProtocol(ctx context.Context, name string) error {
+	p, ok := s.svc.protocols[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
+	}
+	if p.StreamHandler != nil {
+		st, version, err := s.openStream(ctx, p)
+		if err != nil {
+			return err
+		}
+		s.startStream(p, version, st, true)
+		return nil
+	}
+	for {
+		s.mu.Lock()
+		if s.closing || s.torn {
+			s.mu.Unlock()
+			return ErrSessionClosed
+		}
+		if s.streams[name] != nil {
+			s.mu.Unlock()
+			return nil
+		}
+		wait, busy := s.opening[name]
+		if !busy {
+			break // with s.mu held
+		}
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	ch := make(chan struct{})
+	s.opening[name] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.opening, name)
+		s.checkIdleLocked()
+		s.mu.Unlock()
+		close(ch)
+	}()
+	st, version, err := s.openStream(ctx, p)
+	if err != nil {
+		return err
+	}
+	s.startStream(p, version, st, true)
+	return nil
+}
+
+// OpenStream opens a new stream of the named raw-mode protocol and returns it to the caller
+// with the negotiated version, without running the local StreamHandler: the caller owns the
+// stream and must close it. The remote's StreamHandler serves the other end.
+func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string, error) {
+	p, ok := s.svc.protocols[name]
+	if !ok {
+		return nil, "", fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
+	}
+	if p.StreamHandler == nil {
+		return nil, "", fmt.Errorf("tendril: %q is a message-mode protocol: use OpenProtocol and Send", name)
+	}
+	s.mu.Lock()
+	closing := s.closing || s.torn
+	s.mu.Unlock()
+	if closing {
+		return nil, "", ErrSessionClosed
+	}
+	st, version, err := s.openStream(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	return st, version, nil
+}
+
+// openStream opens a mux stream and negotiates p on it, within NegotiationTimeout.
+func (s *Session) openStream(ctx context.Context, p *Protocol) (*mux.Stream, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.svc.cfg.NegotiationTimeout)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	st, err := s.mux.OpenStream(ctx)
+	if err != nil {
+		if errors.Is(err, mux.ErrTooManyStreams) {
+			s.svc.emit(s.protoEvent(EventLimitReached, p.Name, "", err))
+		}
+		return nil, "", fmt.Errorf("tendril: open %s: %w", p.Name, err)
+	}
+	version, err := protocol.Negotiate(ctx, st, p.Name, p.Versions)
+	if err != nil {
+		st.Reset()
+		err = fmt.Errorf("tendril: negotiate %s: %w", p.Name, err)
+		s.svc.emit(s.protoEvent(EventNegotiationFailed, p.Name, "", err))
+		return nil, "", err
+	}
+	return st, version, nil
+}
+
+func (s *Session) protoEvent(t EventType, name, version string, err error) Event {
+	e := s.event(t, err)
+	e.Protocol, e.Version = name, version
+	return e
+}
+
+func (s *Session) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		st, err := s.mux.AcceptStream(s.ctx)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closing || s.torn {
+			s.mu.Unlock()
+			st.Reset()
+			continue
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.acceptProtocol(st)
+	}
+}
+
+func (s *Session) acceptProtocol(st *mux.Stream) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithTimeout(s.ctx, s.svc.cfg.NegotiationTimeout)
+	info, version, err := protocol.Accept(ctx, st, s.svc.registry)
+	cancel()
+	if err != nil {
+		st.Close() // not Reset: the refusal must reach the opener
+		s.svc.emit(s.protoEvent(EventNegotiationFailed, info.Name, "", fmt.Errorf("tendril: accept protocol: %w", err)))
+		return
+	}
+	s.startStream(s.svc.protocols[info.Name], version, st, false)
+}
+
+// startStream registers a negotiated stream and starts its goroutines. A message-mode
+// protocol has at most one stream per session; when both sides opened it at once, both keep
+// the stream opened by the session's dialling side and close the other.
+func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbound bool) {
+	ps := &protoStream{
+		sess:     s,
+		proto:    p,
+		version:  version,
+		st:       st,
+		outbound: outbound,
+		closing:  make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		wdone:    make(chan struct{}),
+	}
+	ps.ctx = &Context{ps: ps}
+	if p.StreamHandler != nil {
+		s.startRaw(ps)
+		return
+	}
+	fromDialer := outbound == (s.dir == Outbound)
+	s.mu.Lock()
+	if s.torn || s.closing {
+		s.mu.Unlock()
+		st.Reset()
+		return
+	}
+	var replaced *protoStream
+	if old := s.streams[p.Name]; old != nil {
+		oldFromDialer := old.outbound == (s.dir == Outbound)
+		if !fromDialer || oldFromDialer {
+			s.mu.Unlock()
+			st.Reset()
+			return
+		}
+		replaced = old
+	} else if _, pending := s.opening[p.Name]; pending && !outbound && s.dir == Outbound {
+		// Our own open, from the dialling side, will win: refuse the peer's.
+		s.mu.Unlock()
+		st.Reset()
+		return
+	}
+	s.streams[p.Name] = ps
+	s.wg.Add(2)
+	s.mu.Unlock()
+	if replaced != nil {
+		replaced.abort()
+	}
+	s.svc.emit(s.protoEvent(EventProtocolOpened, p.Name, version, nil))
+	go ps.writeLoop()
+	go ps.readLoop()
+}
+
+// startRaw runs a StreamHandler on its own goroutine, and closes the stream when the
+// handler returns or the stream is asked to close.
+func (s *Session) startRaw(ps *protoStream) {
+	s.mu.Lock()
+	if s.torn || s.closing {
+		s.mu.Unlock()
+		ps.st.Reset()
+		return
+	}
+	s.raw[ps] = struct{}{}
+	s.wg.Add(2)
+	s.mu.Unlock()
+	close(ps.wdone)
+	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
+	served := make(chan struct{})
+	go func() {
+		defer s.wg.Done()
+		err := callHandler(ps.proto.Name, func() { ps.proto.StreamHandler.ServeStream(ps.ctx, ps.version, ps.st) })
+		close(served)
+		if err != nil {
+			s.svc.log.Error("stream handler panicked", "protocol", ps.proto.Name, "err", err)
+		}
+		ps.closeLocal()
+		lingerClose(ps.st, s.svc.cfg.ShutdownTimeout)
+		ps.finish(err)
+	}()
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-served:
+		case <-s.ctx.Done():
+			ps.st.Reset() // the session is going: make a handler stuck in I/O return
+		}
+	}()
+}
+
+// lingerClose ends a raw stream whose handler has returned: it sends end-of-stream after what
+// the handler wrote, then reads and discards what the peer still sends (so that a peer
+// blocked on flow control can finish and see the end) until the peer closes its side or
+// linger runs out, and resets the stream if it has to give up.
+func lingerClose(st *mux.Stream, linger time.Duration) {
+	if err := st.CloseWrite(); err != nil {
+		st.Reset()
+		return
+	}
+	_ = st.SetReadDeadline(time.Now().Add(linger))
+	if _, err := io.Copy(io.Discard, st); err != nil {
+		st.Reset()
+		return
+	}
+	st.Close()
+}
+
+// callHandler runs fn, turning a panic into an error so that one faulty handler cannot take
+// the process down.
+func callHandler(name string, fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("tendril: handler for %s panicked: %v", name, r)
+		}
+	}()
+	fn()
+	return nil
+}
+
+// protoStream is one negotiated protocol stream of a session.
+type protoStream struct {
+	sess     *Session
+	proto    *Protocol
+	version  string
+	st       *mux.Stream
+	outbound bool
+	ctx      *Context
+
+	closing     chan struct{} // closed when no more sends are taken (local close, remote EOF, abort)
+	closingOnce sync.Once
+	wake        chan struct{} // wakes the writer
+	wdone       chan struct{} // closed when the writer has stopped
+
+	// guarded by sess.mu
+	queue   [][]byte
+	noMore  bool
+	aborted bool
+}
+
+// send queues a copy of msg. With a nil ctx it never waits.
+func (ps *protoStream) send(ctx context.Context, msg []byte) error {
+	s := ps.sess
+	if ps.proto.StreamHandler != nil {
+		return fmt.Errorf("%w: %q is a raw stream protocol: write to its stream", ErrProtocolNotOpen, ps.proto.Name)
+	}
+	if len(msg) > s.svc.cfg.MaxMessageSize {
+		return fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, len(msg), s.svc.cfg.MaxMessageSize)
+	}
+	cost := queueCost(msg)
+	limit := s.svc.cfg.SendQueueBytes
+	s.mu.Lock()
+	for {
+		if ps.noMore {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: %q stream closed", ErrProtocolNotOpen, ps.proto.Name)
+		}
+		if s.queued+cost <= limit {
+			break
+		}
+		if ctx == nil {
+			s.mu.Unlock()
+			s.svc.emit(s.protoEvent(EventSessionBlocked, ps.proto.Name, ps.version, ErrSessionBlocked))
+			return ErrSessionBlocked
+		}
+		s.waiters++
+		space := s.space
+		s.mu.Unlock()
+		var err error
+		select {
+		case <-space:
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-ps.closing:
+		}
+		s.mu.Lock()
+		s.waiters--
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	ps.queue = append(ps.queue, append([]byte(nil), msg...))
+	s.queued += cost
+	s.mu.Unlock()
+	ps.signal()
+	return nil
+}
+
+// queueCost is what a message counts against the send queue: its bytes plus a fixed
+// overhead, so that a flood of empty messages is bounded too.
+func queueCost(msg []byte) int { return len(msg) + 64 }
+
+func (ps *protoStream) signal() {
+	select {
+	case ps.wake <- struct{}{}:
+	default:
+	}
+}
+
+// releaseLocked gives queue space back and wakes waiting senders.
+func (s *Session) releaseLocked(n int) {
+	s.queued -= n
+	if s.waiters > 0 {
+		close(s.space)
+		s.space = make(chan struct{})
+	}
+}
+
+func (ps *protoStream) writeLoop() {
+	s := ps.sess
+	defer s.wg.Done()
+	defer close(ps.wdone)
+	w := protocol.NewWriter(ps.st, s.svc.cfg.MaxMessageSize)
+	for {
+		s.mu.Lock()
+		batch := ps.queue
+		ps.queue = nil
+		finished := ps.noMore && len(batch) == 0
+		aborted := ps.aborted
+		s.mu.Unlock()
+		if aborted {
+			ps.dropQueue(batch)
+			return
+		}
+		if finished {
+			ps.st.CloseWrite() // the peer reads to EOF, then closes its side
+			return
+		}
+		if len(batch) == 0 {
+			select {
+			case <-ps.wake:
+			case <-s.ctx.Done():
+				ps.dropQueue(nil)
+				return
+			}
+			continue
+		}
+		for i, msg := range batch {
+			if err := w.WriteMessage(msg); err != nil {
+				ps.dropQueue(batch[i:])
+				ps.fail(fmt.Errorf("tendril: write %s: %w", ps.proto.Name, err))
+				return
+			}
+			s.mu.Lock()
+			s.releaseLocked(queueCost(msg))
+			s.mu.Unlock()
+		}
+	}
+}
+
+// dropQueue discards unsent messages (the stream failed) and gives their space back.
+func (ps *protoStream) dropQueue(batch [][]byte) {
+	s := ps.sess
+	s.mu.Lock()
+	n := 0
+	for _, m := range batch {
+		n += queueCost(m)
+	}
+	for _, m := range ps.queue {
+		n += queueCost(m)
+	}
+	ps.queue = nil
+	ps.noMore = true
+	if n > 0 {
+		s.releaseLocked(n)
+	}
+	s.mu.Unlock()
+}
+
+func (ps *protoStream) readLoop() {
+	s := ps.sess
+	defer s.wg.Done()
+	h := ps.proto.Handler
+	var readErr error
+	err := callHandler(ps.proto.Name, func() {
+		h.Connected(ps.ctx, ps.version)
+		r := protocol.NewReader(ps.st, s.svc.cfg.MaxMessageSize)
+		for {
+			msg, err := r.ReadMessageAlloc()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					readErr = err
+				}
+				return
+			}
+			h.Received(ps.ctx, msg)
+		}
+	})
+	if err == nil {
+		err = readErr
+	}
+	if err != nil {
+		ps.fail(err)
+	} else {
+		ps.closeLocal() // the peer closed its side: flush ours and close it
+	}
+	<-ps.wdone
+	ps.finish(err)
+	if perr := callHandler(ps.proto.Name, func() { h.Disconnected(ps.ctx) }); perr != nil {
+		s.svc.log.Error("handler panicked", "protocol", ps.proto.Name, "err", perr)
+	}
+}
+
+// closeLocal stops taking messages; the writer sends what is queued and half-closes.
+func (ps *protoStream) closeLocal() {
+	s := ps.sess
+	s.mu.Lock()
+	ps.noMore = true
+	s.mu.Unlock()
+	ps.closingOnce.Do(func() { close(ps.closing) })
+	ps.signal()
+}
+
+// fail ends the stream at once after an error: queued messages are dropped.
+func (ps *protoStream) fail(err error) {
+	s := ps.sess
+	select {
+	case <-s.ctx.Done():
+	default:
+		if err != nil {
+			s.svc.log.Debug("protocol stream failed", "peer", s.peer.String(), "protocol", ps.proto.Name, "err", err)
+			s.svc.emit(s.protoEvent(EventProtocolError, ps.proto.Name, ps.version, err))
+		}
+	}
+	ps.abort()
+}
+
+// abort closes the stream without flushing.
+func (ps *protoStream) abort() {
+	s := ps.sess
+	s.mu.Lock()
+	ps.aborted = true
+	ps.noMore = true
+	s.mu.Unlock()
+	ps.closingOnce.Do(func() { close(ps.closing) })
+	ps.signal()
+	ps.st.Reset() // also unblocks a writer stuck on flow control
+}
+
+// finish unregisters the stream and reports it closed.
+func (ps *protoStream) finish(err error) {
+	s := ps.sess
+	s.mu.Lock()
+	if s.streams[ps.proto.Name] == ps {
+		delete(s.streams, ps.proto.Name)
+	}
+	delete(s.raw, ps)
+	s.checkIdleLocked()
+	s.mu.Unlock()
+	s.svc.emit(s.protoEvent(EventProtocolClosed, ps.proto.Name, ps.version, err))
+}
