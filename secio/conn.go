@@ -481,6 +481,11 @@ func (c *Conn) Suite() aead.Suite { return c.suite }
 // connection.
 func (c *Conn) KeyExchange() KeyExchange { return c.kex }
 
+// MaxFrameSize returns the largest Write that is sent as one frame (one
+// write on the underlying connection): the smaller of the two sides'
+// Config.MaxFrameSize, or LegacyConfig.MaxFrameSize in legacy mode.
+func (c *Conn) MaxFrameSize() int { return c.out.maxLen }
+
 // Secure reports whether the connection is authenticated and encrypted with
 // an AEAD (true for Client and Server, false for LegacyTEA).
 func (c *Conn) Secure() bool { return c.secure }

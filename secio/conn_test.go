@@ -127,7 +127,7 @@ func TestOneFramePerWrite(t *testing.T) {
 		t.Fatalf("Write(12289) made %d writes, want 4", got)
 	}
 	// The server's larger MaxFrameSize is capped by the client's 4096.
-	if sb.out.maxLen != 4096 || sa.out.maxLen != 4096 {
+	if sb.MaxFrameSize() != 4096 || sa.MaxFrameSize() != 4096 {
 		t.Fatalf("send limits %d/%d, want 4096", sa.out.maxLen, sb.out.maxLen)
 	}
 }
