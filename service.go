@@ -254,9 +254,10 @@ func (s *Service) reserve() error {
 }
 
 // Dial connects to addr, runs the handshake (verifying the peer ID if addr has one) and
-// returns the session. If a session with that peer already exists, it is returned instead of
-// dialling again. If the peer dials at the same time, both sides keep the same one of the two
-// connections: the one dialled by the peer with the smaller ID.
+// returns the session. If addr names a peer that already has a session, that session is
+// returned without dialling. Otherwise, when the handshake reveals a peer that already has
+// a session, both sides keep the same one of the two connections: the one dialled by the
+// peer with the smaller ID, or, if this node dialled both, the new one.
 func (s *Service) Dial(ctx context.Context, addr Addr) (*Session, error) {
 	return s.dial(ctx, addr, false)
 }
@@ -402,7 +403,8 @@ func (s *Service) register(sess *Session) (*Session, error) {
 
 // keepNew decides between two sessions with the same peer so that both peers decide alike:
 // keep the one dialled by the peer with the smaller ID; if the same peer dialled both, keep
-// the older one.
+// the newer one, since a peer redials only when it considers the old connection gone (it
+// restarted, or the old connection died without either side noticing yet).
 func (s *Service) keepNew(old, cur *Session) bool {
 	dialer := func(x *Session) secio.PeerID {
 		if x.dir == Outbound {
@@ -412,7 +414,7 @@ func (s *Service) keepNew(old, cur *Session) bool {
 	}
 	do, dn := dialer(old), dialer(cur)
 	if do == dn {
-		return false
+		return true
 	}
 	return comparePeerIDs(dn, do) < 0
 }
