@@ -115,12 +115,14 @@ func (c *Context) Done() <-chan struct{} { return c.ps.closing }
 
 // Send queues msg on this stream without blocking; it returns ErrSessionBlocked if the
 // session's send queue is full. msg may be reused once Send returns.
-func (c *Context) Send(msg []byte) error { return c.ps.send(nil, msg) }
+func (c *Context) Send(msg []byte) error { return c.ps.send(context.Background(), msg, false) }
 
 // SendContext queues msg, waiting under ctx while the session's send queue is full.
 // Do not call it from a Received call of the same session if the peer may be doing the same:
 // two handlers waiting for each other's queue would only end with ctx.
-func (c *Context) SendContext(ctx context.Context, msg []byte) error { return c.ps.send(ctx, msg) }
+func (c *Context) SendContext(ctx context.Context, msg []byte) error {
+	return c.ps.send(ctx, msg, true)
+}
 
 // Close ends the stream gracefully: messages already queued are sent, then the stream is
 // closed; Disconnected follows once the peer has closed its side too.

@@ -502,7 +502,7 @@ func (s *Service) Broadcast(name string, msg []byte, filter func(*Session) bool)
 		if ps == nil {
 			continue
 		}
-		if err := ps.send(nil, msg); err != nil {
+		if err := ps.send(context.Background(), msg, false); err != nil {
 			errs = append(errs, fmt.Errorf("session %d: %w", sess.id, err))
 			continue
 		}

@@ -83,12 +83,6 @@ func (b *inbox) waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (b *inbox) count() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.msgs)
-}
-
 func newService(t *testing.T, cfg Config) *Service {
 	t.Helper()
 	svc, err := New(cfg)

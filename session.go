@@ -48,9 +48,8 @@ type Session struct {
 	waiters  int           // SendContext calls waiting for space
 	space    chan struct{} // closed (and replaced) when queue space is freed and someone waits
 
-	wg       sync.WaitGroup // accept loop and stream goroutines
-	done     chan struct{}
-	tornOnce sync.Once
+	wg   sync.WaitGroup // accept loop and stream goroutines
+	done chan struct{}
 }
 
 func newSession(s *Service, sc *secio.Conn, ms *mux.Session, dir Direction, local, remote Addr) *Session {
@@ -291,7 +290,7 @@ func (s *Session) Send(name string, msg []byte) error {
 	if ps == nil {
 		return s.notOpen(name)
 	}
-	return ps.send(nil, msg)
+	return ps.send(context.Background(), msg, false)
 }
 
 // SendContext queues msg on the named protocol, waiting under ctx while the queue is full.
@@ -300,7 +299,7 @@ func (s *Session) SendContext(ctx context.Context, name string, msg []byte) erro
 	if ps == nil {
 		return s.notOpen(name)
 	}
-	return ps.send(ctx, msg)
+	return ps.send(ctx, msg, true)
 }
 
 func (s *Session) notOpen(name string) error {
@@ -605,8 +604,9 @@ type protoStream struct {
 	aborted bool
 }
 
-// send queues a copy of msg. With a nil ctx it never waits.
-func (ps *protoStream) send(ctx context.Context, msg []byte) error {
+// send queues a copy of msg. If wait is false it never waits; otherwise it waits under ctx
+// while the session's queue is full.
+func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
 	s := ps.sess
 	if ps.proto.StreamHandler != nil {
 		return fmt.Errorf("%w: %q is a raw stream protocol: write to its stream", ErrProtocolNotOpen, ps.proto.Name)
@@ -625,7 +625,7 @@ func (ps *protoStream) send(ctx context.Context, msg []byte) error {
 		if s.queued+cost <= limit {
 			break
 		}
-		if ctx == nil {
+		if !wait {
 			s.mu.Unlock()
 			s.svc.emit(s.protoEvent(EventSessionBlocked, ps.proto.Name, ps.version, ErrSessionBlocked))
 			return ErrSessionBlocked
