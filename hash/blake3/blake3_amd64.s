@@ -2080,7 +2080,7 @@ notlast:
 	RET
 
 // func hash8AVX2(inputs *[8]*byte, blocks int, key *[8]uint32, lp *[32]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[256]byte)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·hash8AVX2(SB), $848-56
 	MOVQ inputs+0(FP), SI
 	MOVQ blocks+8(FP), R8
@@ -2123,20 +2123,28 @@ notfirst:
 	// Load the block of every lane and transpose it into message words.
 	MOVQ        (SI), AX
 	VMOVDQU     (AX)(DX*1), Y0
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        8(SI), AX
 	VMOVDQU     (AX)(DX*1), Y1
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        16(SI), AX
 	VMOVDQU     (AX)(DX*1), Y2
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        24(SI), AX
 	VMOVDQU     (AX)(DX*1), Y3
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        32(SI), AX
 	VMOVDQU     (AX)(DX*1), Y4
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        40(SI), AX
 	VMOVDQU     (AX)(DX*1), Y5
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        48(SI), AX
 	VMOVDQU     (AX)(DX*1), Y6
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        56(SI), AX
 	VMOVDQU     (AX)(DX*1), Y7
+	PREFETCHT0  128(AX)(DX*1)
 	VPUNPCKLDQ  Y1, Y0, Y8
 	VPUNPCKHDQ  Y1, Y0, Y9
 	VPUNPCKLDQ  Y3, Y2, Y10
@@ -3402,7 +3410,7 @@ notfirst:
 	RET
 
 // func hash8AVX512(inputs *[8]*byte, blocks int, key *[8]uint32, lp *[32]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[256]byte)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+
 TEXT ·hash8AVX512(SB), $264-56
 	MOVQ inputs+0(FP), SI
 	MOVQ blocks+8(FP), R8
@@ -3445,20 +3453,28 @@ notfirst:
 	// Load the block of every lane and transpose it into message words.
 	MOVQ        (SI), AX
 	VMOVDQU     (AX)(DX*1), Y0
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        8(SI), AX
 	VMOVDQU     (AX)(DX*1), Y1
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        16(SI), AX
 	VMOVDQU     (AX)(DX*1), Y2
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        24(SI), AX
 	VMOVDQU     (AX)(DX*1), Y3
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        32(SI), AX
 	VMOVDQU     (AX)(DX*1), Y4
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        40(SI), AX
 	VMOVDQU     (AX)(DX*1), Y5
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        48(SI), AX
 	VMOVDQU     (AX)(DX*1), Y6
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        56(SI), AX
 	VMOVDQU     (AX)(DX*1), Y7
+	PREFETCHT0  128(AX)(DX*1)
 	VPUNPCKLDQ  Y1, Y0, Y8
 	VPUNPCKHDQ  Y1, Y0, Y9
 	VPUNPCKLDQ  Y3, Y2, Y10
@@ -4415,7 +4431,7 @@ notfirst:
 	RET
 
 // func hash16AVX512(inputs *[16]*byte, blocks int, key *[8]uint32, lp *[64]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[512]byte)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·hash16AVX512(SB), $520-56
 	MOVQ inputs+0(FP), SI
 	MOVQ blocks+8(FP), R8
@@ -4458,36 +4474,52 @@ notfirst:
 	// Load the block of every lane and transpose it into message words.
 	MOVQ        (SI), AX
 	VMOVDQU32   (AX)(DX*1), Z16
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        8(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z17
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        16(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z18
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        24(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z19
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        32(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z20
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        40(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z21
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        48(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z22
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        56(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z23
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        64(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z24
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        72(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z25
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        80(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z26
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        88(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z27
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        96(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z28
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        104(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z29
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        112(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z30
+	PREFETCHT0  128(AX)(DX*1)
 	MOVQ        120(SI), AX
 	VMOVDQU32   (AX)(DX*1), Z31
+	PREFETCHT0  128(AX)(DX*1)
 	VPUNPCKLDQ  Z17, Z16, Z0
 	VPUNPCKHDQ  Z17, Z16, Z1
 	VPUNPCKLDQ  Z19, Z18, Z2
