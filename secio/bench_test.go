@@ -198,3 +198,37 @@ func BenchmarkBufConnTransport(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTCPRoundTrip sends a small message over loopback TCP and waits
+// for it to come back: one small frame each way per operation, the pattern
+// of request/response traffic.
+func BenchmarkTCPRoundTrip(b *testing.B) {
+	for _, size := range []int{64, 1024} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			sa, sb := securePair(b, transports[1], testConfig("a"), testConfig("b"))
+			go func() {
+				buf := make([]byte, size)
+				for {
+					if _, err := io.ReadFull(sb, buf); err != nil {
+						return
+					}
+					if _, err := sb.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+			msg := make([]byte, size)
+			buf := make([]byte, 4096) // a multiplexer reads with a 4 KiB buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := sa.Write(msg); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(sa, buf[:size]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "roundtrips/s")
+		})
+	}
+}

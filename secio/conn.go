@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -22,14 +23,13 @@ const (
 	frameHeaderSize = 4
 	// nonceSize is the AEAD nonce: a 96-bit big-endian counter.
 	nonceSize = 12
-	// minReadBuffer is the first size of a connection's read buffer, so
-	// that many small frames are read with one system call.
-	minReadBuffer = 8 << 10
-	// minWriteBuffer is the first size of a connection's write buffer.
-	minWriteBuffer = 4 << 10
-	// keepBuffer is the most a connection keeps per direction between
-	// frames; larger frames use pooled buffers.
-	keepBuffer = 64<<10 + 64
+	// smallRead is the size of the array each Conn owns for reading. A read
+	// that starts with nothing buffered goes into it, so that an idle
+	// connection (a reader blocked waiting for the next frame) holds no
+	// other buffer, and a small frame (a request, a window update) arrives
+	// with one read. Larger frames move to a pooled buffer sized to the
+	// frame once their length prefix is known.
+	smallRead = 256
 	// exactReadThreshold: a frame at least this long is read up to its end
 	// and no further, so that no partial next frame has to be moved.
 	exactReadThreshold = 8 << 10
@@ -43,6 +43,10 @@ const (
 // underlying connection. A read deadline that expires leaves the Conn usable
 // (a partly received frame is kept); any other read or write error is
 // permanent for that direction and is returned by every later call.
+//
+// An idle Conn holds no frame buffer: frames are sealed into, and read
+// into, buffers borrowed from pools shared by all connections and given
+// back as soon as the frame has been written, or read and consumed.
 type Conn struct {
 	conn net.Conn
 
@@ -89,6 +93,11 @@ func (c *counter) next() ([]byte, error) {
 }
 
 // inHalf is the read direction.
+//
+// buf is either small[:] or a pooled buffer (then pooled points to it).
+// A pooled buffer is held only while it contains bytes not yet consumed
+// (buffered input or plaintext not yet returned by Read); settle gives it
+// back, moving a short unread tail into small first.
 type inHalf struct {
 	mu     sync.Mutex
 	aead   cipher.AEAD // nil in legacy mode
@@ -98,44 +107,67 @@ type inHalf struct {
 
 	buf    []byte  // raw bytes from the connection; buf[r:w] is unread
 	r, w   int     //
-	own    []byte  // the connection's own buffer, at most keepBuffer bytes
-	pooled *[]byte // buf when it is borrowed from a pool for a large frame
+	pooled *[]byte // buf when it is borrowed from a pool
 	plain  []byte  // authenticated plaintext not yet returned by Read
 	eof    bool    // the connection returned io.EOF
 	err    error   // sticky
+	small  [smallRead]byte
 }
 
-// outHalf is the write direction.
+// outHalf is the write direction. It keeps no buffer between frames.
 type outHalf struct {
 	mu     sync.Mutex
 	aead   cipher.AEAD
 	tea    *tea.Cipher
 	ctr    counter
-	maxLen int // largest plaintext per frame
-	buf    []byte
+	maxLen int   // largest plaintext per frame
 	err    error // sticky
 }
 
-// bufferPools hold buffers of 128 KiB << i bytes, for frames larger than
-// keepBuffer (up to MaxFrameSizeLimit plus framing).
-var bufferPools [9]sync.Pool
+// Buffer pools. Class i holds buffers of classSize(i) bytes: 512, then
+// alternately 3<<k and 1<<(k+2) bytes (768, 1 KiB, 1.5 KiB, 2 KiB, ...), so
+// that a frame wastes at most a third of its buffer, up to 24 MiB, which
+// holds the largest frame (MaxFrameSizeLimit plus framing).
+const (
+	minClassShift = 9 // the smallest class is 1<<minClassShift bytes
+	numClasses    = 32
+)
 
-func bufferClass(n int) int {
-	c := 0
-	for (128<<10)<<c < n {
-		c++
+var bufferPools [numClasses]sync.Pool
+
+// classSize returns the buffer size of class i.
+func classSize(i int) int {
+	if i == 0 {
+		return 1 << minClassShift
 	}
-	return c
+	j := (i - 1) / 2
+	if i%2 == 1 {
+		return 3 << (minClassShift - 1 + j)
+	}
+	return 1 << (minClassShift + 1 + j)
+}
+
+// bufferClass returns the smallest class whose buffers hold n bytes.
+func bufferClass(n int) int {
+	if n <= 1<<minClassShift {
+		return 0
+	}
+	k := bits.Len(uint(n - 1)) // 1<<(k-1) < n <= 1<<k, k > minClassShift
+	i := 2 * (k - minClassShift)
+	if n <= 3<<(k-2) {
+		i--
+	}
+	return i
 }
 
 // getBuffer returns a pooled buffer of at least n bytes (n at most
-// 32 MiB).
+// classSize(numClasses-1)).
 func getBuffer(n int) *[]byte {
 	c := bufferClass(n)
 	if b, ok := bufferPools[c].Get().(*[]byte); ok {
 		return b
 	}
-	b := make([]byte, (128<<10)<<c)
+	b := make([]byte, classSize(c))
 	return &b
 }
 
@@ -145,14 +177,16 @@ func putBuffer(b *[]byte) {
 }
 
 func newConn(conn net.Conn) *Conn {
-	return &Conn{conn: conn}
+	c := &Conn{conn: conn}
+	c.in.buf = c.in.small[:]
+	return c
 }
 
 // fill makes at least n unread bytes available in in.buf[in.r:in.w],
 // reading from conn. It reads greedily (as much as fits) unless exact is
 // set, in which case it reads no further than the n-th byte. An EOF before
 // n bytes is io.EOF if nothing at all was buffered and io.ErrUnexpectedEOF
-// otherwise.
+// otherwise. The caller has checked n against its limit; in.plain is empty.
 func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 	if in.w-in.r >= n {
 		return nil
@@ -163,21 +197,10 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 			in.w = copy(in.buf, in.buf[in.r:in.w])
 			in.r = 0
 		} else {
-			// Grow to the frame in hand, rounded up to 4 KiB, never past
-			// the largest acceptable frame: a small buffer stays in cache.
-			// Frames above keepBuffer borrow a pooled buffer that
-			// release returns once the frame has been read.
-			var nb []byte
-			var pooled *[]byte
-			if n > keepBuffer {
-				pooled = getBuffer(n)
-				nb = *pooled
-			} else {
-				size := max(minReadBuffer, (n+4095)&^4095)
-				size = min(size, max(n, in.maxLen+frameHeaderSize))
-				nb = make([]byte, size)
-				in.own = nb
-			}
+			// Borrow a buffer sized to the frame in hand; settle gives it
+			// back once the frame has been consumed.
+			pooled := getBuffer(n)
+			nb := *pooled
 			in.w = copy(nb, in.buf[in.r:in.w])
 			in.r = 0
 			if in.pooled != nil {
@@ -223,14 +246,34 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 	return nil
 }
 
-// release returns a pooled read buffer once nothing in it is pending, so
-// that an idle connection holds at most keepBuffer bytes.
-func (in *inHalf) release() {
-	if in.pooled != nil && in.r == in.w && len(in.plain) == 0 {
+// settle gives a pooled read buffer back once no plaintext is pending in
+// it, moving an unread tail of at most smallRead bytes into the Conn's own
+// array first, so that a Read that blocks for the next frame holds no
+// pooled buffer unless a longer part of that frame is already buffered.
+func (in *inHalf) settle() {
+	if in.pooled == nil || len(in.plain) != 0 {
+		return
+	}
+	n := in.w - in.r
+	if n > len(in.small) {
+		return
+	}
+	copy(in.small[:], in.buf[in.r:in.w])
+	putBuffer(in.pooled)
+	in.pooled = nil
+	in.buf = in.small[:]
+	in.r, in.w = 0, n
+}
+
+// drop forgets everything buffered and gives a pooled buffer back, after a
+// permanent error.
+func (in *inHalf) drop() {
+	in.plain = nil
+	in.r, in.w = 0, 0
+	if in.pooled != nil {
 		putBuffer(in.pooled)
 		in.pooled = nil
-		in.buf = in.own
-		in.r, in.w = 0, 0
+		in.buf = in.small[:]
 	}
 }
 
@@ -250,6 +293,7 @@ func (in *inHalf) setErr(err error) error {
 		return err
 	}
 	in.err = err
+	in.drop()
 	return err
 }
 
@@ -289,7 +333,7 @@ func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 			return 0, ErrAuthFailed
 		}
 		in.consume(total)
-		in.release()
+		in.settle()
 		return plainLen, nil
 	}
 	pt, err := in.aead.Open(body[:0], nonce, body, hdr)
@@ -297,9 +341,10 @@ func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 		return 0, ErrAuthFailed
 	}
 	// The plaintext stays in the buffer until Read has returned all of it;
-	// the buffer is not refilled before then.
+	// the buffer is not refilled or given back before then.
 	in.plain = pt
 	in.consume(total)
+	in.settle()
 	return 0, nil
 }
 
@@ -314,6 +359,7 @@ func (in *inHalf) openTEA(p, body []byte, total int) (int, error) {
 	}
 	in.plain = pt
 	in.consume(total)
+	in.settle()
 	return 0, nil
 }
 
@@ -353,7 +399,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	n := copy(p, in.plain)
 	in.plain = in.plain[n:]
-	in.release()
+	in.settle()
 	return n, nil
 }
 
@@ -387,7 +433,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// writeFrame seals one frame into the reused buffer and writes it with one
+// writeFrame seals one frame into a pooled buffer and writes it with one
 // call on conn.
 func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
 	var bodyLen int
@@ -397,30 +443,23 @@ func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
 		bodyLen = len(chunk) + out.aead.Overhead()
 	}
 	total := frameHeaderSize + bodyLen
-	var frame []byte
-	if total > keepBuffer {
-		// Large frames borrow a pooled buffer for the duration of the
-		// write, so that an idle connection keeps at most keepBuffer.
-		pooled := getBuffer(total)
-		defer putBuffer(pooled)
-		frame = (*pooled)[:total]
-	} else {
-		if cap(out.buf) < total {
-			out.buf = make([]byte, max((total+4095)&^4095, minWriteBuffer))
+	var nonce []byte
+	if out.tea == nil {
+		var err error
+		if nonce, err = out.ctr.next(); err != nil {
+			return err
 		}
-		frame = out.buf[:total]
 	}
+	pooled := getBuffer(total)
+	frame := (*pooled)[:total]
 	binary.BigEndian.PutUint32(frame, uint32(bodyLen))
 	if out.tea != nil {
 		out.tea.Encrypt(frame[frameHeaderSize:frameHeaderSize], chunk)
 	} else {
-		nonce, err := out.ctr.next()
-		if err != nil {
-			return err
-		}
 		out.aead.Seal(frame[frameHeaderSize:frameHeaderSize], nonce, chunk, frame[:frameHeaderSize])
 	}
 	_, err := conn.Write(frame)
+	putBuffer(pooled)
 	return err
 }
 

@@ -49,12 +49,17 @@ func FuzzHandshakeMessages(f *testing.F) {
 	})
 }
 
-// fuzzConn reads from a fixed input and discards writes.
+// fuzzConn reads from a fixed input and discards writes. maxRead records
+// the longest buffer a Read was given.
 type fuzzConn struct {
-	r *bytes.Reader
+	r       *bytes.Reader
+	maxRead int
 }
 
-func (c *fuzzConn) Read(p []byte) (int, error)         { return c.r.Read(p) }
+func (c *fuzzConn) Read(p []byte) (int, error) {
+	c.maxRead = max(c.maxRead, len(p))
+	return c.r.Read(p)
+}
 func (c *fuzzConn) Write(p []byte) (int, error)        { return len(p), nil }
 func (c *fuzzConn) Close() error                       { return nil }
 func (c *fuzzConn) LocalAddr() net.Addr                { return &net.UnixAddr{Name: "fuzz", Net: "fuzz"} }
@@ -99,9 +104,13 @@ func FuzzFrameReader(f *testing.F) {
 		if total > len(data) {
 			t.Fatal("read more plaintext than input")
 		}
-		// Never buffer more than one maximum frame, whatever the input.
-		if cap(c.in.buf) > minReadBuffer && cap(c.in.buf) > maxFrame+64 {
-			t.Fatalf("read buffer grew to %d", cap(c.in.buf))
+		// Never read into more than a buffer for one maximum frame,
+		// whatever the input; after the final error nothing is held.
+		if limit := classSize(bufferClass(maxFrame + 16 + frameHeaderSize)); fc.maxRead > limit {
+			t.Fatalf("read into a %d-byte buffer, limit %d", fc.maxRead, limit)
+		}
+		if c.in.pooled != nil || len(c.in.buf) != smallRead {
+			t.Fatalf("a failed Conn still holds a %d-byte buffer", len(c.in.buf))
 		}
 	})
 }

@@ -199,6 +199,7 @@ func (hs *handshakeState) readMessage() ([]byte, error) {
 	}
 	msg := bytes.Clone(in.buf[in.r : in.r+total])
 	in.consume(total)
+	in.settle()
 	return msg, nil
 }
 
@@ -437,6 +438,7 @@ func (hs *handshakeState) readConfirm() error {
 	}
 	pt := in.plain
 	in.plain = nil
+	defer in.settle()
 	cf, err := parseConfirm(pt)
 	if err != nil {
 		return err
