@@ -182,7 +182,9 @@ func (h *Hasher) Clone() *Hasher {
 
 func (h *Hasher) mergeStack(totalChunks uint64) {
 	post := bits.OnesCount64(totalChunks)
-	for int(h.stackLen) > post {
+	// (The second condition only matters for a state from UnmarshalBinary
+	// that no sequence of writes produces.)
+	for int(h.stackLen) > post && h.stackLen >= 2 {
 		n := h.stackLen
 		o := parentOutput(&h.stack[n-2], &h.stack[n-1], &h.key, h.flags)
 		h.stack[n-2] = o.chainingValue()

@@ -379,3 +379,31 @@ func FuzzWrite(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUnmarshalBinary feeds arbitrary states to UnmarshalBinary: it must
+// reject or accept without panicking, and an accepted state must hash on.
+func FuzzUnmarshalBinary(f *testing.F) {
+	for _, n := range []int{0, 1, 1024, 5000, 70000} {
+		h := New()
+		h.Write(vectorInput(n))
+		b, _ := h.MarshalBinary()
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h := New()
+		if err := h.UnmarshalBinary(b); err != nil {
+			if !errors.Is(err, ErrInvalidState) {
+				t.Fatalf("error %v does not wrap ErrInvalidState", err)
+			}
+			return
+		}
+		h.Write(vectorInput(3000))
+		h.Sum(nil)
+		r := h.XOF()
+		r.Read(make([]byte, 100))
+		again, err := h.MarshalBinary()
+		if err != nil || len(again) == 0 {
+			t.Fatalf("MarshalBinary after resume: %v", err)
+		}
+	})
+}
