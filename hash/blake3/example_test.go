@@ -29,3 +29,23 @@ func ExampleHasher_XOF() {
 	fmt.Printf("%x\n", out)
 	// Output: 48c558465d79db03fd359c6cd5bd9d85
 }
+
+func ExampleSum256Parallel() {
+	data := make([]byte, 4<<20)
+	fmt.Println(blake3.Sum256Parallel(data) == blake3.Sum256(data))
+	// Output: true
+}
+
+func ExampleHasher_MarshalBinary() {
+	h := blake3.New()
+	h.Write([]byte("ab"))
+	state, _ := h.MarshalBinary()
+
+	resumed := blake3.New()
+	if err := resumed.UnmarshalBinary(state); err != nil {
+		panic(err)
+	}
+	resumed.Write([]byte("c"))
+	fmt.Printf("%x\n", resumed.Sum(nil))
+	// Output: 6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85
+}
