@@ -165,6 +165,38 @@ func hashMany(input []byte, n, stride int, padded []byte, tailLen int, key *[8]u
 			out = out[lanes*outLen:]
 			n, input, counter = n-k, input[k*stride:], counter+uint64(lanes)*inc
 			hasTail = hasTail && !withTail
+		case impl >= implAVX512 && n == 2 && (!hasTail || tailBlocks <= 8):
+			// Two inputs: side by side in one chain2 call (a short tail
+			// follows on its own: cheaper than a 3-lane 8-way call).
+			var cvs [16]uint32
+			for i := range 8 {
+				cvs[i], cvs[8+i] = key[i], key[i]
+			}
+			c0, c1 := counter, counter+inc
+			ctr := [4]uint32{uint32(c0), uint32(c0 >> 32), uint32(c1), uint32(c1 >> 32)}
+			chain2AVX512(&cvs, &input[0], &input[stride], blocks, &ctr, flags, flagsStart, flagsEnd)
+			putCV(out, (*[8]uint32)(cvs[:8]))
+			putCV(out[outLen:], (*[8]uint32)(cvs[8:]))
+			n, input, out, counter = 0, input[2*stride:], out[2*outLen:], counter+2*inc
+		case impl >= implAVX512 && n == 1 && hasTail && tailBlocks > 1:
+			// A full input and the tail: their common full blocks side by
+			// side, then the tail's last block and the rest of the full
+			// input.
+			k := int(tailBlocks - 1)
+			var cvs [16]uint32
+			for i := range 8 {
+				cvs[i], cvs[8+i] = key[i], key[i]
+			}
+			c0, c1 := counter, counter+inc
+			ctr := [4]uint32{uint32(c0), uint32(c0 >> 32), uint32(c1), uint32(c1 >> 32)}
+			chain2AVX512(&cvs, &input[0], &padded[0], k, &ctr, flags, flagsStart, 0)
+			var full [64]byte
+			tcv := (*[8]uint32)(cvs[8:])
+			compressFull(&full, tcv, (*[64]byte)(padded[k*BlockSize:]), c1, tailLast, flags|flagsEnd)
+			copy(out[outLen:2*outLen], full[:outLen])
+			compressChain((*[8]uint32)(cvs[:8]), input[k*BlockSize:stride], c0, flags, 0, flagsEnd)
+			putCV(out, (*[8]uint32)(cvs[:8]))
+			n, hasTail, out = 0, false, out[2*outLen:]
 		case (n > 1 || (n == 1 && hasTail && longTail)) && impl >= implAVX2:
 			k := min(n, 8)
 			withTail := hasTail && k < 8
@@ -190,6 +222,20 @@ func hashMany(input []byte, n, stride int, padded []byte, tailLen int, key *[8]u
 			n, input, counter = n-k, input[k*stride:], counter+uint64(lanes)*inc
 			hasTail = hasTail && !withTail
 		case n > 0:
+			if n == 1 && hasTail {
+				// The tail's blocks first: their latency chain overlaps
+				// the start of the full input's.
+				o := chunkOutput(padded[:tailLen], key, counter+inc, flags)
+				cv := o.chainingValue()
+				putCV(out[outLen:], &cv)
+				hasTail = false
+				out2 := out[:outLen]
+				cv = *key
+				compressChain(&cv, input[:stride], counter, flags, flagsStart, flagsEnd)
+				putCV(out2, &cv)
+				n, input, out, counter = 0, input[stride:], out[2*outLen:], counter+2*inc
+				continue
+			}
 			cv := *key
 			compressChain(&cv, input[:stride], counter, flags, flagsStart, flagsEnd)
 			putCV(out, &cv)

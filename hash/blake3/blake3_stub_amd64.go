@@ -26,6 +26,13 @@ func compressAVX512(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint6
 //go:noescape
 func chainAVX512(cv *[8]uint32, p *byte, n int, counter uint64, flags uint32, flagsStart uint32, flagsEnd uint32)
 
+// chain2AVX512 compresses n > 0 full blocks at p0 into cvs[0:8] and n at p1 into
+// cvs[8:16], with counters ctr[0:2] and ctr[2:4], adding flagsStart to the first
+// block's flags and flagsEnd to the last's.
+//
+//go:noescape
+func chain2AVX512(cvs *[16]uint32, p0 *byte, p1 *byte, n int, ctr *[4]uint32, flags uint32, flagsStart uint32, flagsEnd uint32)
+
 // hash8AVX2 hashes 8 inputs of up to blocks blocks each (see manyKernel
 // in the generator), writing the chaining values to out.
 //

@@ -55,7 +55,7 @@ var (
 
 // Constant tables.
 var (
-	ivMem, rot16Mem, rot8Mem, blockLenMem, idxMem Mem
+	ivMem, rot16Mem, rot8Mem, blockLenMem, idxMem, idx2Mem Mem
 )
 
 // The order in which the row kernels consume a round's message words:
@@ -91,6 +91,20 @@ func constants() {
 			}
 		}
 	}
+	// Two-block form for chain2AVX512: the low four words index the first
+	// block (0-15), the next four the second (16-31).
+	idx2Mem = GLOBL("blake3Idx2", RODATA|NOPTR)
+	for r := 0; r < 7; r++ {
+		for v := 0; v < 4; v++ {
+			for i := 0; i < 16; i++ {
+				w := uint32(0)
+				if i < 8 {
+					w = uint32(schedule[r][rowLayout[4*v+i%4]] + 16*(i/4))
+				}
+				DATA(64*(4*r+v)+4*i, U32(w))
+			}
+		}
+	}
 }
 
 // ---------------------------------------------------------------------
@@ -112,6 +126,7 @@ type rowISA struct {
 var (
 	rowA, rowB, rowC, rowD = reg.X0, reg.X1, reg.X2, reg.X3
 	rowBSpare              = reg.X22
+	rowT1, rowT2           = reg.X20, reg.X21
 )
 
 // halfG is one half of the quarter-round on all four columns (or
@@ -134,7 +149,7 @@ func halfG(isa rowISA, m Op, rd, rb, nextRd int) {
 		isa.xorRor(rowB, rowC, rb)
 		return
 	}
-	t1, t2 := reg.X20, reg.X21
+	t1, t2 := rowT1, rowT2
 	VPRORD(U8(rb), rowB, rowBSpare)
 	VPSRLD(U8(rd), rowA, t1)
 	VPSLLD(U8(32-rd), rowA, t2)
@@ -724,11 +739,96 @@ func manyKernel(name string, kind manyKind) {
 	RET()
 }
 
+// chain2Kernel emits chain2AVX512, which runs two independent chains of n
+// full blocks side by side: the rows are ymm registers whose low and high
+// 128-bit halves hold the two states, so the pair costs about the latency
+// of one chain. It serves groups of two inputs (two chunks, a chunk and
+// the full blocks of a partial one, or two parent nodes), where the 8-way
+// kernel would waste six lanes.
+func chain2Kernel() {
+	TEXT("chain2AVX512", NOSPLIT, "func(cvs *[16]uint32, p0 *byte, p1 *byte, n int, ctr *[4]uint32, flags uint32, flagsStart uint32, flagsEnd uint32)")
+	Pragma("noescape")
+	Doc("chain2AVX512 compresses n > 0 full blocks at p0 into cvs[0:8] and n at p1 into",
+		"cvs[8:16], with counters ctr[0:2] and ctr[2:4], adding flagsStart to the first",
+		"block's flags and flagsEnd to the last's.")
+	cvs, p0, p1, n, ctr := reg.RSI, reg.RDX, reg.RDI, reg.R8, reg.R12
+	Load(Param("cvs"), cvs)
+	Load(Param("p0"), p0)
+	Load(Param("p1"), p1)
+	Load(Param("n"), n)
+	Load(Param("ctr"), ctr)
+	Load(Param("flags"), reg.R9L)
+	Load(Param("flagsStart"), reg.R10L)
+	Load(Param("flagsEnd"), reg.R11L)
+
+	rowA, rowB, rowC, rowD = reg.Y0, reg.Y1, reg.Y2, reg.Y3
+	rowBSpare, rowT1, rowT2 = reg.Y22, reg.Y20, reg.Y21
+	defer func() {
+		rowA, rowB, rowC, rowD = reg.X0, reg.X1, reg.X2, reg.X3
+		rowBSpare, rowT1, rowT2 = reg.X22, reg.X20, reg.X21
+	}()
+
+	for i, r := range []reg.VecPhysical{rowA, rowB} {
+		VMOVDQU(Mem{Base: cvs, Disp: 16 * i}, r.AsX())
+		VINSERTI128(U8(1), Mem{Base: cvs, Disp: 32 + 16*i}, r, r)
+	}
+	VMOVDQU(Mem{Base: ctr}, reg.X5)
+	Label("loop")
+	MOVL(reg.R9L, reg.ECX)
+	ORL(reg.R10L, reg.ECX)
+	XORL(reg.R10L, reg.R10L)
+	CMPQ(n, U8(1))
+	JNE(LabelRef("notlast"))
+	ORL(reg.R11L, reg.ECX)
+	Label("notlast")
+	Comment("Row d: (counter, 64, flags) for each chain.")
+	SHLQ(U8(32), reg.RCX)
+	ORQ(U8(64), reg.RCX)
+	VPBROADCASTQ(reg.RCX, reg.X4)
+	VPUNPCKLQDQ(reg.X4, reg.X5, reg.X6)
+	VPUNPCKHQDQ(reg.X4, reg.X5, reg.X7)
+	VINSERTI128(U8(1), reg.X7, reg.Y6, rowD)
+	VPRORD(U8(16), rowD, rowD)
+	VBROADCASTI128(ivMem, rowC)
+	VMOVDQU32(Mem{Base: p0}, reg.Z16)
+	VMOVDQU32(Mem{Base: p1}, reg.Z17)
+	isa := rowISA{
+		ternlog: true,
+		add:     func(src, dst Op) { VPADDD(src, dst, dst) },
+		pshufd:  func(imm int, r reg.VecPhysical) { VPSHUFD(U8(imm), r, r) },
+		msg: func(r, step int) (Op, Op) {
+			out := [2]reg.VecPhysical{reg.Z23, reg.Z24}
+			if step == 1 {
+				out = [2]reg.VecPhysical{reg.Z25, reg.Z26}
+			}
+			for i, z := range out {
+				VMOVDQU32(idx2Mem.Offset(64*(4*r+2*step+i)), z)
+				VPERMI2D(reg.Z17, reg.Z16, z)
+			}
+			return out[0].AsY(), out[1].AsY()
+		},
+	}
+	rowRounds(isa)
+	VPXORD(rowC, rowA, rowA)
+	VPXORD(rowD, rowB, rowB)
+	ADDQ(U8(64), p0)
+	ADDQ(U8(64), p1)
+	DECQ(n)
+	JNZ(LabelRef("loop"))
+	for i, r := range []reg.VecPhysical{rowA, rowB} {
+		VMOVDQU(r.AsX(), Mem{Base: cvs, Disp: 16 * i})
+		VEXTRACTI128(U8(1), r, Mem{Base: cvs, Disp: 32 + 16*i})
+	}
+	VZEROUPPER()
+	RET()
+}
+
 func main() {
 	ConstraintExpr("!purego")
 	constants()
 	rowKernels("SSE41", sseISA, false)
 	rowKernels("AVX512", avx512RowISA, true)
+	chain2Kernel()
 	manyKernel("hash8AVX2", kindAVX2)
 	manyKernel("hash8AVX512", kindAVX512VL8)
 	manyKernel("hash16AVX512", kindAVX512x16)
