@@ -2,4 +2,4 @@
 // Go libraries. It is a separate module so that the comparison libraries
 // never enter tendril's own go.mod. It has no exported API; run it with
 // go test -bench . in this directory.
-package bench
+package main
