@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestHarness runs every case of both suites for a short time, so that CI
+// keeps the harness working, and checks the shape of every output.
+func TestHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every transport")
+	}
+	svg := filepath.Join(t.TempDir(), "chart.svg")
+	o := options{Suite: "all", Runs: 2, Duration: 30 * time.Millisecond, Conns: 8, JSON: true, SVG: svg, Quiet: true}
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("-json output: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Transports {
+		seen[r.Group+"/"+r.Name] = true
+		if len(r.Values) != o.Runs || r.Min > r.Median || r.Median > r.Max {
+			t.Errorf("%s %s: values %v, median %v, range %v-%v", r.Group, r.Name, r.Values, r.Median, r.Min, r.Max)
+		}
+		switch r.Group {
+		case metricBulk1.ID, metricBulk8.ID, metricRTT.ID, metricConn1.ID, metricConn2.ID, metricCPU.ID:
+			if r.Min <= 0 || r.Advantage <= 0 {
+				t.Errorf("%s %s: %v, ratio %v", r.Group, r.Name, r.Values, r.Advantage)
+			}
+		}
+	}
+	for _, tr := range transports() {
+		for _, m := range metrics {
+			if m == metricIdleStream && !tr.Muxed {
+				continue
+			}
+			if !seen[m.ID+"/"+tr.Name] {
+				t.Errorf("no %s result for %s", m.ID, tr.Name)
+			}
+		}
+	}
+	if len(rep.Crypto) != len(cryptoCases()) {
+		t.Errorf("%d crypto rows, want %d", len(rep.Crypto), len(cryptoCases()))
+	}
+	for _, r := range rep.Crypto {
+		if r.Min <= 0 {
+			t.Errorf("%s %s: %v", r.Group, r.Name, r.Values)
+		}
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte("<svg")) {
+		t.Errorf("%s is not an SVG", svg)
+	}
+
+	var md bytes.Buffer
+	if err := writeMarkdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| tendril AES-128-GCM |", "| go-libp2p Noise + yamux |", "| BLAKE3 64 KiB | zeebo/blake3 |", "×"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+}
+
+func TestRunRejectsBadOptions(t *testing.T) {
+	for _, o := range []options{
+		{Suite: "nope", Runs: 1, Duration: time.Millisecond, Conns: 1},
+		{Suite: "all", Runs: 0, Duration: time.Millisecond, Conns: 1},
+		{Suite: "all", Runs: 1, Duration: 0, Conns: 1},
+	} {
+		if err := run(context.Background(), o, io.Discard, io.Discard); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	r := summarize("g", "n", "u", true, []float64{3, 1, 2, 10})
+	if r.Median != 2.5 || r.Min != 1 || r.Max != 10 {
+		t.Errorf("median %v min %v max %v", r.Median, r.Min, r.Max)
+	}
+	if a := advantage(2, 1, true); a != 2 {
+		t.Errorf("higher is better: %v", a)
+	}
+	if a := advantage(2, 1, false); a != 0.5 {
+		t.Errorf("lower is better: %v", a)
+	}
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// options are the command-line settings of a run.
+type options struct {
+	Suite    string
+	Runs     int
+	Duration time.Duration
+	Conns    int
+	Only     string
+	JSON     bool
+	SVG      string
+	Quiet    bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.Suite, "suite", "all", "what to run: transports, crypto or all")
+	flag.IntVar(&o.Runs, "runs", 5, "runs of every case; the table shows their median and range")
+	flag.DurationVar(&o.Duration, "duration", time.Second, "length of each throughput, round-trip and connection-rate case")
+	flag.IntVar(&o.Conns, "conns", 1000, "idle connections established for the memory case")
+	flag.StringVar(&o.Only, "only", "", "run only the transports whose name contains this (case-insensitive); tendril AES-128-GCM always runs as the reference")
+	flag.BoolVar(&o.JSON, "json", false, "print JSON instead of markdown")
+	flag.StringVar(&o.SVG, "svg", "", "also draw a bar chart of the transport results, relative to tendril, to this SVG file")
+	flag.BoolVar(&o.Quiet, "q", false, "no progress on stderr")
+	flag.Parse()
+	if err := run(context.Background(), o, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// report is everything a run measured.
+type report struct {
+	Machine    string      `json:"machine"`
+	Command    string      `json:"command"`
+	Runs       int         `json:"runs"`
+	Duration   string      `json:"duration"`
+	Conns      int         `json:"conns"`
+	Transports []rowResult `json:"transports,omitempty"`
+	Crypto     []rowResult `json:"crypto,omitempty"`
+}
+
+func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	if o.Runs < 1 || o.Duration <= 0 || o.Conns < 1 {
+		return errors.New("-runs, -duration and -conns must be positive")
+	}
+	doTransports := o.Suite == "all" || o.Suite == "transports"
+	doCrypto := o.Suite == "all" || o.Suite == "crypto"
+	if !doTransports && !doCrypto {
+		return fmt.Errorf("unknown -suite %q (transports, crypto or all)", o.Suite)
+	}
+	if o.Quiet {
+		stderr = io.Discard
+	}
+	rep := report{
+		Machine:  machine(),
+		Command:  "go run . " + strings.Join(os.Args[1:], " "),
+		Runs:     o.Runs,
+		Duration: o.Duration.String(),
+		Conns:    o.Conns,
+	}
+	var specs []transportSpec
+	for i, t := range transports() {
+		if i == 0 || o.Only == "" || strings.Contains(strings.ToLower(t.Name), strings.ToLower(o.Only)) {
+			specs = append(specs, t)
+		}
+	}
+	var ccases []cryptoCase
+	if doCrypto {
+		ccases = cryptoCases()
+	}
+	p := newProgress(stderr, o, len(specs), len(ccases), doTransports)
+	tr := newResults()
+	cr := newResults()
+	for r := range o.Runs {
+		if doTransports {
+			for _, t := range specs {
+				if err := runTransport(ctx, t, o, tr, p, r); err != nil {
+					return fmt.Errorf("%s: %w", t.Name, err)
+				}
+			}
+		}
+		for _, c := range ccases {
+			p.step(r, c.Group+": "+c.Name)
+			v, err := c.Run(o.Duration)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", c.Group, c.Name, err)
+			}
+			cr.add(c.Group, c.Name, v)
+		}
+	}
+	p.done()
+	if doTransports {
+		rep.Transports = tr.transportRows(specs)
+	}
+	if doCrypto {
+		rep.Crypto = cr.cryptoRows(ccases)
+	}
+	if o.SVG != "" && doTransports {
+		if err := drawSVG(o.SVG, rep); err != nil {
+			return err
+		}
+	}
+	if o.JSON {
+		return writeJSON(stdout, rep)
+	}
+	return writeMarkdown(stdout, rep)
+}
+
+// runTransport runs every transport case once.
+func runTransport(ctx context.Context, t transportSpec, o options, res *results, p *progress, r int) error {
+	srv, err := t.Start(ctx)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	step := func(m metric) { p.step(r, t.Name+": "+m.Label) }
+
+	step(metricBulk1)
+	bps, cpb, err := bulk(ctx, srv, 1, o.Duration)
+	if err != nil {
+		return fmt.Errorf("bulk: %w", err)
+	}
+	res.add(metricBulk1.ID, t.Name, bps/1e9)
+	res.add(metricCPU.ID, t.Name, cpb*1e9)
+
+	step(metricBulk8)
+	bps, _, err = bulk(ctx, srv, 8, o.Duration)
+	if err != nil {
+		return fmt.Errorf("bulk, 8 streams: %w", err)
+	}
+	res.add(metricBulk8.ID, t.Name, bps/1e9)
+
+	step(metricRTT)
+	rtt, err := roundTrips(ctx, srv, o.Duration)
+	if err != nil {
+		return fmt.Errorf("round trips: %w", err)
+	}
+	res.add(metricRTT.ID, t.Name, rtt/1e3)
+
+	if p, ok := srv.(preparer); ok {
+		if err := p.Prepare(64); err != nil {
+			return err
+		}
+	}
+	for _, m := range []metric{metricConn1, metricConn2} {
+		step(m)
+		dialers := 1
+		if m == metricConn2 {
+			dialers = 2
+		}
+		cps, err := connRate(ctx, srv, dialers, o.Duration)
+		if err != nil {
+			return fmt.Errorf("connections, %d dialers: %w", dialers, err)
+		}
+		res.add(m.ID, t.Name, cps)
+	}
+
+	step(metricIdleConn)
+	cost, err := idle(ctx, srv, o.Conns)
+	if err != nil {
+		return fmt.Errorf("idle connections: %w", err)
+	}
+	res.add(metricIdleConn.ID, t.Name, (cost.connHeap+cost.connStack)/1e3)
+	res.add(metricIdleHeap.ID, t.Name, cost.connHeap/1e3)
+	res.add(metricIdleStack.ID, t.Name, cost.connStack/1e3)
+	res.add(metricIdleGoroutines.ID, t.Name, cost.connGoroutines)
+	if t.Muxed {
+		res.add(metricIdleStream.ID, t.Name, (cost.streamHeap+cost.streamStack)/1e3)
+	}
+	return nil
+}
+
+func machine() string {
+	return fmt.Sprintf("%s, %d CPUs, %s/%s, %s", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// cpuModel reads the CPU's name from /proc/cpuinfo where there is one.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+// progress prints what runs, with the elapsed time and an estimate of what is
+// left, on stderr.
+type progress struct {
+	w     io.Writer
+	start time.Time
+	total int
+	n     int
+	runs  int
+}
+
+func newProgress(w io.Writer, o options, transports, crypto int, doTransports bool) *progress {
+	perRun := crypto
+	if doTransports {
+		perRun += transports * 6
+	}
+	return &progress{w: w, start: time.Now(), total: perRun * o.Runs, runs: o.Runs}
+}
+
+func (p *progress) step(run int, what string) {
+	el := time.Since(p.start)
+	eta := ""
+	if p.n > 0 {
+		left := time.Duration(float64(el) / float64(p.n) * float64(p.total-p.n))
+		eta = fmt.Sprintf(", about %s left", left.Round(time.Second))
+	}
+	p.n++
+	fmt.Fprintf(p.w, "[run %d/%d, %s%s] %s\n", run+1, p.runs, el.Round(time.Second), eta, what)
+}
+
+func (p *progress) done() {
+	fmt.Fprintf(p.w, "done in %s\n", time.Since(p.start).Round(time.Second))
+}

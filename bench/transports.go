@@ -1,0 +1,681 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	lpcrypto "github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/sec"
+	"github.com/libp2p/go-libp2p/core/transport"
+	lpyamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/upgrader"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/tendril-p2p/tendril"
+	"github.com/tendril-p2p/tendril/cipher/aead"
+	"github.com/tendril-p2p/tendril/mux"
+)
+
+// streamWindow is the yamux stream window of every multiplexed transport:
+// tendril's default (mux.DefaultConfig), so that flow control is the same.
+var streamWindow = mux.DefaultConfig().MaxStreamWindow
+
+// A stream is one bidirectional byte stream: a multiplexed stream, or a whole
+// connection for the transports without a multiplexer.
+type stream interface {
+	io.ReadWriter
+	// CloseWrite sends end-of-stream and keeps the read side open.
+	CloseWrite() error
+	Close() error
+}
+
+// A conn is the client end of one connection.
+type conn interface {
+	OpenStream(ctx context.Context) (stream, error)
+	Close() error
+}
+
+// A server accepts connections on loopback and serves every stream with
+// serveStream. Dial connects a new client to it.
+type server interface {
+	Dial(ctx context.Context) (conn, error)
+	// Conns reports how many connections the server side has established.
+	Conns() int
+	Close() error
+}
+
+// A transportSpec names a transport and starts its server.
+type transportSpec struct {
+	Name string
+	// Muxed is false for the transports whose "streams" are connections.
+	Muxed bool
+	Start func(ctx context.Context) (server, error)
+}
+
+// transports returns every transport compared, tendril first.
+func transports() []transportSpec {
+	return []transportSpec{
+		{"tendril AES-128-GCM", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.AES128GCM) }},
+		{"tendril ChaCha20-Poly1305", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.ChaCha20Poly1305) }},
+		{"crypto/tls 1.3 + yamux", true, func(ctx context.Context) (server, error) { return startStd(ctx, true, true) }},
+		{"go-libp2p Noise + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "noise") }},
+		{"go-libp2p TLS + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "tls") }},
+		{"yamux over TCP (no crypto)", true, func(ctx context.Context) (server, error) { return startStd(ctx, false, true) }},
+		{"crypto/tls 1.3 (no mux)", false, func(ctx context.Context) (server, error) { return startStd(ctx, true, false) }},
+		{"TCP (no crypto, no mux)", false, func(ctx context.Context) (server, error) { return startStd(ctx, false, false) }},
+	}
+}
+
+// resetOnClose makes a TCP connection close with a reset (SO_LINGER 0), as
+// go-libp2p does for all its TCP connections, so that no socket waits in
+// TIME_WAIT.
+func resetOnClose(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+}
+
+// ---- tendril: the Service, one raw-mode protocol ----
+
+const benchProtocol = "/tendril-bench"
+
+type tendrilServer struct {
+	suite   aead.Suite
+	srv     *tendril.Service
+	addr    tendril.Addr
+	mu      sync.Mutex
+	clients []*tendril.Service // idle client Services, each a distinct peer
+	all     []*tendril.Service
+}
+
+func tendrilConfig(suite aead.Suite) tendril.Config {
+	return tendril.Config{
+		Ciphers:        []aead.Suite{suite},
+		MaxConnections: 1 << 16,
+		EventBuffer:    16, // nobody reads the events here
+		Protocols: []tendril.Protocol{{
+			Name:     benchProtocol,
+			Versions: []string{"1.0"},
+			StreamHandler: tendril.StreamHandlerFunc(func(_ *tendril.Context, _ string, st net.Conn) {
+				if s, ok := st.(stream); ok {
+					serveStream(s)
+				}
+			}),
+		}},
+	}
+}
+
+func startTendril(ctx context.Context, suite aead.Suite) (server, error) {
+	srv, err := tendril.New(tendrilConfig(suite))
+	if err != nil {
+		return nil, err
+	}
+	addr, err := srv.Listen(ctx, tendril.MustParseAddr("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return &tendrilServer{suite: suite, srv: srv, addr: addr}, nil
+}
+
+// client returns a client Service whose peer has no session with the server:
+// the Service keeps one session per peer, so every concurrent connection
+// needs its own peer identity. Services are reused once their session ended
+// on both sides.
+func (t *tendrilServer) client() (*tendril.Service, error) {
+	t.mu.Lock()
+	for i, c := range t.clients {
+		if t.srv.Session(c.ID()) == nil && len(c.Sessions()) == 0 {
+			t.clients = append(t.clients[:i], t.clients[i+1:]...)
+			t.mu.Unlock()
+			return c, nil
+		}
+	}
+	t.mu.Unlock()
+	c, err := tendril.New(tendrilConfig(t.suite))
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.all = append(t.all, c)
+	t.mu.Unlock()
+	return c, nil
+}
+
+// Prepare creates n client Services up front, so that measurements of
+// connections do not include creating them.
+func (t *tendrilServer) Prepare(n int) error {
+	var cs []*tendril.Service
+	for range n {
+		c, err := tendril.New(tendrilConfig(t.suite))
+		if err != nil {
+			return err
+		}
+		cs = append(cs, c)
+	}
+	t.mu.Lock()
+	t.all = append(t.all, cs...)
+	t.clients = append(t.clients, cs...)
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *tendrilServer) Dial(ctx context.Context) (conn, error) {
+	c, err := t.client()
+	if err != nil {
+		return nil, err
+	}
+	sess, err := c.Dial(ctx, t.addr)
+	if err != nil {
+		t.release(c)
+		return nil, err
+	}
+	return &tendrilConn{t: t, svc: c, sess: sess}, nil
+}
+
+func (t *tendrilServer) release(c *tendril.Service) {
+	t.mu.Lock()
+	t.clients = append(t.clients, c)
+	t.mu.Unlock()
+}
+
+func (t *tendrilServer) Conns() int { return len(t.srv.Sessions()) }
+
+func (t *tendrilServer) Close() error {
+	t.mu.Lock()
+	all := t.all
+	t.all, t.clients = nil, nil
+	t.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range all {
+		wg.Go(func() { c.Close() })
+	}
+	wg.Wait()
+	return t.srv.Close()
+}
+
+type tendrilConn struct {
+	t    *tendrilServer
+	svc  *tendril.Service
+	sess *tendril.Session
+}
+
+func (c *tendrilConn) OpenStream(ctx context.Context) (stream, error) {
+	st, _, err := c.sess.OpenStream(ctx, benchProtocol)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := st.(stream)
+	if !ok {
+		st.Close()
+		return nil, errors.New("bench: tendril stream has no CloseWrite")
+	}
+	return s, nil
+}
+
+func (c *tendrilConn) Close() error {
+	err := c.sess.Close()
+	c.t.release(c.svc)
+	return err
+}
+
+// ---- crypto/tls, hashicorp/yamux and plain TCP from the standard library ----
+
+type stdServer struct {
+	ln       net.Listener
+	tlsSrv   *tls.Config
+	tlsCli   *tls.Config
+	muxed    bool
+	conns    atomic.Int64
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	open     map[io.Closer]struct{}
+	closed   bool
+	yamuxCfg *yamux.Config
+}
+
+func yamuxConfig() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.MaxStreamWindowSize = streamWindow
+	cfg.LogOutput = io.Discard
+	return cfg
+}
+
+func startStd(_ context.Context, useTLS, muxed bool) (server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &stdServer{ln: ln, muxed: muxed, open: map[io.Closer]struct{}{}, yamuxCfg: yamuxConfig()}
+	if useTLS {
+		s.tlsSrv, s.tlsCli, err = tlsConfigs()
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// tlsConfigs returns a server config with a fresh self-signed ECDSA P-256
+// certificate and a client config that trusts it (and verifies it, as a
+// client would). Everything else is crypto/tls's default: TLS 1.3 and its
+// default key exchanges.
+func tlsConfigs() (srv, cli *tls.Config, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "bench"},
+		DNSNames:              []string{"bench"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	srv = &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}},
+		MinVersion:   tls.VersionTLS13,
+	}
+	cli = &tls.Config{RootCAs: pool, ServerName: "bench", MinVersion: tls.VersionTLS13}
+	return srv, cli, nil
+}
+
+func (s *stdServer) track(c io.Closer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.open[c] = struct{}{}
+	return true
+}
+
+func (s *stdServer) untrack(c io.Closer) {
+	s.mu.Lock()
+	delete(s.open, c)
+	s.mu.Unlock()
+}
+
+func (s *stdServer) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		resetOnClose(c)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(c)
+		}()
+	}
+}
+
+func (s *stdServer) serveConn(c net.Conn) {
+	if s.tlsSrv != nil {
+		tc := tls.Server(c, s.tlsSrv)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			c.Close()
+			return
+		}
+		c = tc
+	}
+	if !s.muxed {
+		if !s.track(c) {
+			c.Close()
+			return
+		}
+		s.conns.Add(1)
+		serveStream(c.(stream))
+		s.conns.Add(-1)
+		s.untrack(c)
+		c.Close()
+		return
+	}
+	sess, err := yamux.Server(c, s.yamuxCfg)
+	if err != nil {
+		c.Close()
+		return
+	}
+	if !s.track(sess) {
+		sess.Close()
+		return
+	}
+	s.conns.Add(1)
+	defer s.conns.Add(-1)
+	defer s.untrack(sess)
+	serveYamux(sess, &s.wg)
+}
+
+// serveYamux accepts streams until the session ends.
+func serveYamux(sess *yamux.Session, wg *sync.WaitGroup) {
+	defer sess.Close()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveStream(yamuxStream{st})
+			st.Close()
+		}()
+	}
+}
+
+func (s *stdServer) Conns() int { return int(s.conns.Load()) }
+
+func (s *stdServer) Dial(ctx context.Context) (conn, error) {
+	nc, err := s.dialOne(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !s.muxed {
+		return &plainConn{s: s, first: nc.(stream)}, nil
+	}
+	sess, err := yamux.Client(nc, s.yamuxCfg)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	// Both ends of a peer-to-peer connection accept streams.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		serveYamux(sess, &s.wg)
+	}()
+	return yamuxConn{sess}, nil
+}
+
+func (s *stdServer) dialOne(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", s.ln.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	resetOnClose(c)
+	if s.tlsCli == nil {
+		return c, nil
+	}
+	tc := tls.Client(c, s.tlsCli)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+func (s *stdServer) Close() error {
+	err := s.ln.Close()
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.open {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+type yamuxStream struct{ *yamux.Stream }
+
+// CloseWrite: a yamux stream's Close is a half close (it sends FIN and keeps
+// reading).
+func (s yamuxStream) CloseWrite() error { return s.Stream.Close() }
+
+type yamuxConn struct{ sess *yamux.Session }
+
+func (c yamuxConn) OpenStream(ctx context.Context) (stream, error) {
+	st, err := c.sess.OpenStream()
+	if err != nil {
+		return nil, err
+	}
+	return yamuxStream{st}, nil
+}
+
+func (c yamuxConn) Close() error { return c.sess.Close() }
+
+// plainConn is a connection without a multiplexer: its first stream is the
+// connection itself, every further stream is a new connection.
+type plainConn struct {
+	s     *stdServer
+	first stream
+	mu    sync.Mutex
+	used  bool
+	more  []stream
+}
+
+func (c *plainConn) OpenStream(ctx context.Context) (stream, error) {
+	c.mu.Lock()
+	if !c.used {
+		c.used = true
+		c.mu.Unlock()
+		return c.first, nil
+	}
+	c.mu.Unlock()
+	nc, err := c.s.dialOne(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := nc.(stream)
+	c.mu.Lock()
+	c.more = append(c.more, st)
+	c.mu.Unlock()
+	return st, nil
+}
+
+func (c *plainConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.more {
+		st.Close()
+	}
+	return c.first.Close()
+}
+
+// ---- go-libp2p: its TCP transport and upgrader (no host) ----
+
+type libp2pServer struct {
+	security string
+	srvTpt   *tcp.TcpTransport
+	cliTpt   *tcp.TcpTransport
+	srvID    peer.ID
+	ln       transport.Listener
+	conns    atomic.Int64
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	open     map[io.Closer]struct{}
+	closed   bool
+}
+
+// libp2pTransport builds a TCP transport with one security protocol and
+// yamux, as go-libp2p's defaults do, except the stream window, which is
+// tendril's (go-libp2p's default is 16 MiB).
+func libp2pTransport(security string) (*tcp.TcpTransport, peer.ID, error) {
+	priv, _, err := lpcrypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := peer.IDFromPrivateKey(priv)
+	if err != nil {
+		return nil, "", err
+	}
+	ycfg := *lpyamux.DefaultTransport.Config()
+	ycfg.MaxStreamWindowSize = streamWindow
+	ycfg.MaxIncomingStreams = math.MaxUint32
+	muxers := []upgrader.StreamMuxer{{ID: lpyamux.ID, Muxer: (*lpyamux.Transport)(&ycfg)}}
+	var st sec.SecureTransport
+	switch security {
+	case "noise":
+		st, err = noise.New(noise.ID, priv, muxers)
+	case "tls":
+		st, err = libp2ptls.New(libp2ptls.ID, priv, muxers)
+	default:
+		err = fmt.Errorf("bench: unknown libp2p security %q", security)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	rcmgr := &network.NullResourceManager{}
+	up, err := upgrader.New([]sec.SecureTransport{st}, muxers, nil, rcmgr, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	tpt, err := tcp.NewTCPTransport(up, rcmgr, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	return tpt, id, nil
+}
+
+func startLibp2p(_ context.Context, security string) (server, error) {
+	srvTpt, srvID, err := libp2pTransport(security)
+	if err != nil {
+		return nil, err
+	}
+	cliTpt, _, err := libp2pTransport(security)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := srvTpt.Listen(ma.StringCast("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		return nil, err
+	}
+	s := &libp2pServer{security: security, srvTpt: srvTpt, cliTpt: cliTpt, srvID: srvID, ln: ln, open: map[io.Closer]struct{}{}}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+func (s *libp2pServer) track(c io.Closer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.open[c] = struct{}{}
+	return true
+}
+
+func (s *libp2pServer) untrack(c io.Closer) {
+	s.mu.Lock()
+	delete(s.open, c)
+	s.mu.Unlock()
+}
+
+func (s *libp2pServer) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !s.track(c) {
+			c.Close()
+			continue
+		}
+		s.conns.Add(1)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.conns.Add(-1)
+			defer s.untrack(c)
+			serveMuxed(c, &s.wg)
+		}()
+	}
+}
+
+// serveMuxed accepts streams of a go-libp2p connection until it ends.
+func serveMuxed(c network.MuxedConn, wg *sync.WaitGroup) {
+	defer c.Close()
+	for {
+		st, err := c.AcceptStream()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveStream(st)
+			st.Close()
+		}()
+	}
+}
+
+func (s *libp2pServer) Dial(ctx context.Context) (conn, error) {
+	c, err := s.cliTpt.Dial(ctx, s.ln.Multiaddr(), s.srvID)
+	if err != nil {
+		return nil, err
+	}
+	// Both ends of a peer-to-peer connection accept streams.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		serveMuxed(c, &s.wg)
+	}()
+	return libp2pConn{c}, nil
+}
+
+func (s *libp2pServer) Conns() int { return int(s.conns.Load()) }
+
+func (s *libp2pServer) Close() error {
+	err := s.ln.Close()
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.open {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+type libp2pConn struct{ c transport.CapableConn }
+
+func (c libp2pConn) OpenStream(ctx context.Context) (stream, error) {
+	return c.c.OpenStream(ctx)
+}
+
+func (c libp2pConn) Close() error { return c.c.Close() }
