@@ -179,6 +179,7 @@ func runTransport(ctx context.Context, t transportSpec, o options, res *results,
 	res.add(metricIdleGoroutines.ID, t.Name, cost.connGoroutines)
 	if t.Muxed {
 		res.add(metricIdleStream.ID, t.Name, (cost.streamHeap+cost.streamStack)/1e3)
+		res.add(metricStreamRoutines.ID, t.Name, cost.streamGoroutines)
 	}
 	return nil
 }

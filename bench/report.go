@@ -34,12 +34,13 @@ var (
 	metricIdleStack      = metric{"idlestack", "idle conn stacks", "KB", false, "%.1f"}
 	metricIdleGoroutines = metric{"idlegoroutines", "goroutines per idle conn", "", false, "%.1f"}
 	metricIdleStream     = metric{"idlestream", "idle stream", "KB", false, "%.1f"}
+	metricStreamRoutines = metric{"streamgoroutines", "goroutines per idle stream", "", false, "%.1f"}
 )
 
 // metrics are the table's columns, in order.
 var metrics = []metric{
 	metricBulk1, metricBulk8, metricCPU, metricRTT, metricConn1, metricConn2,
-	metricIdleConn, metricIdleHeap, metricIdleStack, metricIdleGoroutines, metricIdleStream,
+	metricIdleConn, metricIdleHeap, metricIdleStack, metricIdleGoroutines, metricIdleStream, metricStreamRoutines,
 }
 
 // results collects the values of every run, by group (metric) and row name.
