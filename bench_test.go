@@ -147,8 +147,8 @@ func BenchmarkConnect(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "conns/s")
 }
 
-// BenchmarkIdleConnection reports the heap and goroutines that one idle connection holds,
-// both ends counted, with one message protocol open.
+// BenchmarkIdleConnection reports the heap, goroutine stacks and goroutines that one idle
+// connection holds, both ends counted, with one message protocol open.
 func BenchmarkIdleConnection(b *testing.B) {
 	const conns = 200
 	for range b.N {
@@ -165,7 +165,7 @@ func BenchmarkIdleConnection(b *testing.B) {
 			clients = append(clients, newBenchService(b, Config{Protocols: []Protocol{echo}}))
 		}
 		time.Sleep(50 * time.Millisecond)
-		before, g0 := heapInUse()
+		before, stack0, g0 := heapInUse()
 		for _, c := range clients {
 			sess, err := c.Dial(context.Background(), addr)
 			if err != nil {
@@ -176,8 +176,9 @@ func BenchmarkIdleConnection(b *testing.B) {
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
-		after, g1 := heapInUse()
+		after, stack1, g1 := heapInUse()
 		b.ReportMetric(float64(after-before)/conns, "heap-B/conn")
+		b.ReportMetric(float64(stack1-stack0)/conns, "stack-B/conn")
 		b.ReportMetric(float64(g1-g0)/conns, "goroutines/conn")
 		for _, c := range clients {
 			c.Close()
@@ -186,10 +187,10 @@ func BenchmarkIdleConnection(b *testing.B) {
 	}
 }
 
-func heapInUse() (uint64, int) {
+func heapInUse() (heap, stack uint64, goroutines int) {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse, runtime.NumGoroutine()
+	return ms.HeapInuse, ms.StackInuse, runtime.NumGoroutine()
 }

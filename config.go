@@ -19,7 +19,7 @@ const (
 	DefaultHandshakeTimeout   = 10 * time.Second
 	DefaultNegotiationTimeout = 10 * time.Second
 	DefaultShutdownTimeout    = 5 * time.Second
-	DefaultEventBuffer        = 1024
+	DefaultEventBuffer        = 256
 )
 
 // Config configures a Service. The zero value is usable: every zero field takes its default.
@@ -69,7 +69,7 @@ type Config struct {
 	// Nil (the default): the node never speaks it.
 	LegacyTEA *LegacyTEAConfig
 
-	// EventBuffer is the capacity of the Events channel. Default 1024. Events that do not
+	// EventBuffer is the capacity of the Events channel. Default 256. Events that do not
 	// fit are dropped and counted (Service.DroppedEvents); the Service never blocks on them.
 	EventBuffer int
 

@@ -48,7 +48,7 @@ type Session struct {
 	waiters  int           // SendContext calls waiting for space
 	space    chan struct{} // closed (and replaced) when queue space is freed and someone waits
 
-	wg   sync.WaitGroup // accept loop and stream goroutines
+	wg   sync.WaitGroup // stream goroutines
 	done chan struct{}
 }
 
@@ -92,9 +92,7 @@ func (s *Session) start() {
 	svc.log.Info("session opened", "peer", s.peer.String(), "addr", s.remote.Transport.String(),
 		"dir", s.dir.String(), "suite", suiteName(s), "secure", s.secure)
 	svc.emit(s.event(EventSessionOpened, nil))
-	s.wg.Add(1)
-	go s.acceptLoop()
-	go s.watch()
+	go s.run()
 	if s.dir == Outbound {
 		for i := range svc.cfg.Protocols {
 			p := &svc.cfg.Protocols[i]
@@ -129,17 +127,6 @@ func suiteName(s *Session) string {
 
 func (s *Session) event(t EventType, err error) Event {
 	return Event{Type: t, SessionID: s.id, Peer: s.peer, Addr: s.remote, Direction: s.dir, Secure: s.secure, Err: err}
-}
-
-// watch tears the session down when the multiplexer dies or the session is closed.
-func (s *Session) watch() {
-	defer s.svc.wg.Done()
-	select {
-	case <-s.mux.CloseChan():
-		s.setErr(fmt.Errorf("%w: connection lost", ErrSessionClosed))
-	case <-s.ctx.Done():
-	}
-	s.teardown()
 }
 
 func (s *Session) setErr(err error) {
@@ -435,12 +422,17 @@ func (s *Session) protoEvent(t EventType, name, version string, err error) Event
 	return e
 }
 
-func (s *Session) acceptLoop() {
-	defer s.wg.Done()
+// run accepts the peer's streams until the session ends, then tears it down. It is the
+// session's only goroutine while no stream is open; the Service's WaitGroup counts it.
+func (s *Session) run() {
+	defer s.svc.wg.Done()
 	for {
 		st, err := s.mux.AcceptStream(s.ctx)
 		if err != nil {
-			return
+			if s.ctx.Err() == nil {
+				s.setErr(fmt.Errorf("%w: connection lost: %w", ErrSessionClosed, err))
+			}
+			break
 		}
 		s.mu.Lock()
 		if s.closing || s.torn {
@@ -452,6 +444,7 @@ func (s *Session) acceptLoop() {
 		s.mu.Unlock()
 		go s.acceptProtocol(st)
 	}
+	s.teardown()
 }
 
 func (s *Session) acceptProtocol(st *mux.Stream) {
@@ -478,7 +471,6 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 		st:       st,
 		outbound: outbound,
 		closing:  make(chan struct{}),
-		wake:     make(chan struct{}, 1),
 		wdone:    make(chan struct{}),
 	}
 	ps.ctx = &Context{ps: ps}
@@ -509,13 +501,12 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 		return
 	}
 	s.streams[p.Name] = ps
-	s.wg.Add(2)
+	s.wg.Add(1)
 	s.mu.Unlock()
 	if replaced != nil {
 		replaced.abort()
 	}
 	s.svc.emit(s.protoEvent(EventProtocolOpened, p.Name, version, nil))
-	go ps.writeLoop()
 	go ps.readLoop()
 }
 
@@ -530,6 +521,7 @@ func (s *Session) startRaw(ps *protoStream) {
 	}
 	s.raw[ps] = struct{}{}
 	s.wg.Add(2)
+	ps.wclosed = true
 	s.mu.Unlock()
 	close(ps.wdone)
 	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
@@ -595,13 +587,14 @@ type protoStream struct {
 
 	closing     chan struct{} // closed when no more sends are taken (local close, remote EOF, abort)
 	closingOnce sync.Once
-	wake        chan struct{} // wakes the writer
-	wdone       chan struct{} // closed when the writer has stopped
+	wdone       chan struct{} // closed when writing has ended for good (after end-of-stream or abort)
 
 	// guarded by sess.mu
 	queue   [][]byte
-	noMore  bool
+	noMore  bool // no more messages are taken; once the queue is sent, end-of-stream follows
 	aborted bool
+	writing bool // a writer goroutine is running
+	wclosed bool // wdone is closed
 }
 
 // send queues a copy of msg. If wait is false it never waits; otherwise it waits under ctx
@@ -647,10 +640,11 @@ func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
 			return err
 		}
 	}
-	ps.queue = append(ps.queue, append([]byte(nil), msg...))
+	// Queue the message already framed: the writer sends it as it is, with no further copy.
+	ps.queue = append(ps.queue, protocol.AppendFrame(make([]byte, 0, protocol.MessageHeaderSize+len(msg)), msg))
 	s.queued += cost
+	ps.ensureWriterLocked()
 	s.mu.Unlock()
-	ps.signal()
 	return nil
 }
 
@@ -658,11 +652,27 @@ func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
 // overhead, so that a flood of empty messages is bounded too.
 func queueCost(msg []byte) int { return len(msg) + 64 }
 
-func (ps *protoStream) signal() {
-	select {
-	case ps.wake <- struct{}{}:
-	default:
+// frameCost is queueCost of the message inside a queued frame.
+func frameCost(frame []byte) int { return queueCost(frame[protocol.MessageHeaderSize:]) }
+
+// ensureWriterLocked starts a writer if there is work for one (messages to send, or the
+// end-of-stream to send or give up on) and none is running. Writers exit when the queue is
+// empty, so an idle stream has no writer goroutine. s.mu is held.
+func (ps *protoStream) ensureWriterLocked() {
+	s := ps.sess
+	if ps.writing || ps.wclosed {
+		return
 	}
+	if s.torn {
+		// The session is being torn down and waits for its goroutines: start none.
+		ps.dropQueueLocked()
+		ps.wclosed = true
+		close(ps.wdone)
+		return
+	}
+	ps.writing = true
+	s.wg.Add(1)
+	go ps.writeLoop()
 }
 
 // releaseLocked gives queue space back and wakes waiting senders.
@@ -677,62 +687,104 @@ func (s *Session) releaseLocked(n int) {
 func (ps *protoStream) writeLoop() {
 	s := ps.sess
 	defer s.wg.Done()
-	defer close(ps.wdone)
-	w := protocol.NewWriter(ps.st, s.svc.cfg.MaxMessageSize)
 	for {
 		s.mu.Lock()
-		batch := ps.queue
-		ps.queue = nil
-		finished := ps.noMore && len(batch) == 0
-		aborted := ps.aborted
-		s.mu.Unlock()
-		if aborted {
-			ps.dropQueue(batch)
+		switch {
+		case ps.aborted:
+			ps.dropQueueLocked()
+			ps.writing = false
+			ps.closeWdoneLocked()
+			s.mu.Unlock()
 			return
-		}
-		if finished {
+		case len(ps.queue) == 0 && ps.noMore:
+			ps.writing = false
+			ps.closeWdoneLocked()
+			s.mu.Unlock()
 			ps.st.CloseWrite() // the peer reads to EOF, then closes its side
 			return
+		case len(ps.queue) == 0:
+			ps.writing = false // idle: the next send starts a writer again
+			s.mu.Unlock()
+			return
 		}
-		if len(batch) == 0 {
-			select {
-			case <-ps.wake:
-			case <-s.ctx.Done():
-				ps.dropQueue(nil)
-				return
+		frames := ps.queue
+		ps.queue = nil
+		s.mu.Unlock()
+		for len(frames) > 0 {
+			// Small messages queued together leave in one stream write (one mux frame, one
+			// encrypted frame) of up to coalesceBytes; a large one leaves alone.
+			n, size := 0, 0
+			for n < len(frames) && (n == 0 || size+len(frames[n]) <= coalesceBytes) {
+				size += len(frames[n])
+				n++
 			}
-			continue
-		}
-		for i, msg := range batch {
-			if err := w.WriteMessage(msg); err != nil {
-				ps.dropQueue(batch[i:])
+			err := writeFrames(ps.st, frames[:n])
+			if err != nil {
+				s.mu.Lock()
+				ps.releaseLocked(frames)
+				s.mu.Unlock()
 				ps.fail(fmt.Errorf("tendril: write %s: %w", ps.proto.Name, err))
+				s.mu.Lock()
+				ps.dropQueueLocked()
+				ps.writing = false
+				ps.closeWdoneLocked()
+				s.mu.Unlock()
 				return
 			}
 			s.mu.Lock()
-			s.releaseLocked(queueCost(msg))
+			ps.releaseLocked(frames[:n])
 			s.mu.Unlock()
+			frames = frames[n:]
 		}
 	}
 }
 
-// dropQueue discards unsent messages (the stream failed) and gives their space back.
-func (ps *protoStream) dropQueue(batch [][]byte) {
-	s := ps.sess
-	s.mu.Lock()
+// coalesceBytes bounds how many bytes of small queued messages are joined into one write.
+const coalesceBytes = 64 << 10
+
+var coalescePool = sync.Pool{New: func() any { b := make([]byte, 0, coalesceBytes); return &b }}
+
+// writeFrames writes frames in one Write: directly if there is one, else joined in a pooled
+// buffer (their total is at most coalesceBytes).
+func writeFrames(w io.Writer, frames [][]byte) error {
+	if len(frames) == 1 {
+		_, err := w.Write(frames[0])
+		return err
+	}
+	p := coalescePool.Get().(*[]byte)
+	buf := (*p)[:0]
+	for _, f := range frames {
+		buf = append(buf, f...)
+	}
+	_, err := w.Write(buf)
+	*p = buf[:0]
+	coalescePool.Put(p)
+	return err
+}
+
+func (ps *protoStream) closeWdoneLocked() {
+	if !ps.wclosed {
+		ps.wclosed = true
+		close(ps.wdone)
+	}
+}
+
+// releaseLocked gives back the queue space of messages that will not be sent.
+func (ps *protoStream) releaseLocked(msgs [][]byte) {
 	n := 0
-	for _, m := range batch {
-		n += queueCost(m)
+	for _, f := range msgs {
+		n += frameCost(f)
 	}
-	for _, m := range ps.queue {
-		n += queueCost(m)
+	if n > 0 {
+		ps.sess.releaseLocked(n)
 	}
+}
+
+// dropQueueLocked discards unsent messages (the stream failed) and gives their space back.
+func (ps *protoStream) dropQueueLocked() {
+	ps.releaseLocked(ps.queue)
 	ps.queue = nil
 	ps.noMore = true
-	if n > 0 {
-		s.releaseLocked(n)
-	}
-	s.mu.Unlock()
 }
 
 func (ps *protoStream) readLoop() {
@@ -774,9 +826,9 @@ func (ps *protoStream) closeLocal() {
 	s := ps.sess
 	s.mu.Lock()
 	ps.noMore = true
+	ps.ensureWriterLocked()
 	s.mu.Unlock()
 	ps.closingOnce.Do(func() { close(ps.closing) })
-	ps.signal()
 }
 
 // fail ends the stream at once after an error: queued messages are dropped.
@@ -799,9 +851,9 @@ func (ps *protoStream) abort() {
 	s.mu.Lock()
 	ps.aborted = true
 	ps.noMore = true
+	ps.ensureWriterLocked()
 	s.mu.Unlock()
 	ps.closingOnce.Do(func() { close(ps.closing) })
-	ps.signal()
 	ps.st.Reset() // also unblocks a writer stuck on flow control
 }
 
