@@ -62,7 +62,9 @@ type Config struct {
 	// the mux window, so that every yamux frame is one encrypted frame.
 	MaxFrameSize int
 
-	// Mux configures the stream multiplexer. Nil: mux.DefaultConfig().
+	// Mux configures the stream multiplexer. Nil: mux.DefaultConfig(). Its keepalive
+	// (KeepAliveInterval, answered within ConnectionWriteTimeout) is run by the Service for
+	// all sessions from one goroutine, rather than by a goroutine per session.
 	Mux *mux.Config
 
 	// LegacyTEA enables the insecure TEA legacy framing for ListenLegacy and DialLegacy.
@@ -164,6 +166,12 @@ func (c Config) withDefaults() Config {
 	} else {
 		m := *c.Mux
 		c.Mux = &m
+	}
+	if c.Mux.KeepAliveInterval == 0 {
+		c.Mux.KeepAliveInterval = mux.DefaultConfig().KeepAliveInterval
+	}
+	if c.Mux.ConnectionWriteTimeout == 0 {
+		c.Mux.ConnectionWriteTimeout = mux.DefaultConfig().ConnectionWriteTimeout
 	}
 	if c.MaxFrameSize == 0 {
 		c.MaxFrameSize = mux.MaxFrameSize(c.Mux)

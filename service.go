@@ -64,6 +64,8 @@ type Service struct {
 	byPeer    map[secio.PeerID]*Session
 	pending   int // handshakes in progress, counted against MaxConnections
 	nextID    uint64
+	keepAlive time.Duration // ping period for every session; <= 0: none
+	pinging   bool          // the keepalive goroutine runs
 	wg        sync.WaitGroup
 	done      chan struct{}
 }
@@ -107,6 +109,12 @@ func New(cfg Config) (*Service, error) {
 		}
 		s.protocols[p.Name] = p
 	}
+	// The Service pings all sessions from one goroutine: the mux's own keepalive would cost
+	// a goroutine per session, and idle sessions are what a node has most of.
+	s.keepAlive = cfg.Mux.KeepAliveInterval
+	muxCfg := *cfg.Mux
+	muxCfg.KeepAliveInterval = -1
+	s.cfg.Mux = &muxCfg
 	s.secioCfg = secio.Config{
 		PrivateKey:       key,
 		Ciphers:          cfg.Ciphers,
@@ -391,6 +399,11 @@ func (s *Service) register(sess *Session) (*Session, error) {
 	sess.id = s.nextID
 	s.sessions[sess.id] = sess
 	s.wg.Add(1)
+	if s.keepAlive > 0 && !s.pinging {
+		s.pinging = true
+		s.wg.Add(1)
+		go s.keepAliveLoop()
+	}
 	s.mu.Unlock()
 
 	if replaced != nil {
@@ -427,6 +440,24 @@ func comparePeerIDs(a, b secio.PeerID) int {
 		}
 	}
 	return len(ab) - len(bb)
+}
+
+// keepAliveLoop pings every session each keepAlive period; a session whose ping is not
+// answered within the mux's ConnectionWriteTimeout is closed. It runs until Close.
+func (s *Service) keepAliveLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.keepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, sess := range s.Sessions() {
+			sess.ping(s.cfg.Mux.ConnectionWriteTimeout)
+		}
+	}
 }
 
 func (s *Service) unregister(sess *Session) {

@@ -42,6 +42,7 @@ type Session struct {
 	opening  map[string]chan struct{}  // outbound negotiations in progress, closed when done
 	closing  bool                      // graceful shutdown started: no new streams
 	torn     bool                      // teardown started: no new goroutines
+	pinging  bool                      // a keepalive ping is in flight
 	closeErr error
 	idle     chan struct{} // closed when closing and no streams remain
 	queued   int           // bytes queued for sending, all streams
@@ -127,6 +128,31 @@ func suiteName(s *Session) string {
 
 func (s *Session) event(t EventType, err error) Event {
 	return Event{Type: t, SessionID: s.id, Peer: s.peer, Addr: s.remote, Direction: s.dir, Secure: s.secure, Err: err}
+}
+
+// ping checks that the peer answers within timeout, without waiting for it: a session that
+// does not answer is closed.
+func (s *Session) ping(timeout time.Duration) {
+	s.mu.Lock()
+	if s.torn || s.pinging {
+		s.mu.Unlock()
+		return
+	}
+	s.pinging = true
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		_, err := s.mux.Ping(ctx)
+		cancel()
+		s.mu.Lock()
+		s.pinging = false
+		s.mu.Unlock()
+		if err != nil && s.ctx.Err() == nil {
+			s.closeWith(fmt.Errorf("%w: keepalive: peer did not answer within %v: %w", ErrSessionClosed, timeout, err))
+		}
+	}()
 }
 
 func (s *Session) setErr(err error) {
