@@ -6,32 +6,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -82,7 +65,7 @@ var listenRE = regexp.MustCompile(`listening on (\S+)`)
 func startResponder(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	done := make(chan int)
 	go func() { done <- run(ctx, []string{"listen", "/ip4/127.0.0.1/tcp/0"}, &out, &out) }()
 	t.Cleanup(func() {

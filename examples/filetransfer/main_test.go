@@ -12,26 +12,11 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestSendAndVerify(t *testing.T) {
 	src, dst := t.TempDir(), t.TempDir()
@@ -42,7 +27,7 @@ func TestSendAndVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
