@@ -147,11 +147,18 @@ type resolved struct {
 	logger   *slog.Logger
 }
 
-func (c *Config) resolve() (*resolved, error) {
+// Defaults shared by every handshake; never modified.
+var (
+	defaultCiphers = aead.Preferred()
+	defaultKexes   = DefaultKeyExchanges()
+)
+
+// resolve validates c and fills r with its values and the defaults.
+func (c *Config) resolve(r *resolved) error {
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return err
 	}
-	r := &resolved{
+	*r = resolved{
 		key:      c.PrivateKey,
 		expected: c.ExpectedPeer,
 		ciphers:  c.Ciphers,
@@ -162,10 +169,10 @@ func (c *Config) resolve() (*resolved, error) {
 		logger:   c.Logger,
 	}
 	if r.ciphers == nil {
-		r.ciphers = aead.Preferred()
+		r.ciphers = defaultCiphers
 	}
 	if r.kexes == nil {
-		r.kexes = DefaultKeyExchanges()
+		r.kexes = defaultKexes
 	}
 	if r.timeout == 0 {
 		r.timeout = DefaultHandshakeTimeout
@@ -176,7 +183,7 @@ func (c *Config) resolve() (*resolved, error) {
 	if r.rand == nil {
 		r.rand = rand.Reader
 	}
-	return r, nil
+	return nil
 }
 
 // LegacyConfig configures LegacyTEA. Nil means the defaults.

@@ -171,8 +171,9 @@ func getBuffer(n int) *[]byte {
 	return &b
 }
 
-// putBuffer returns a buffer obtained from getBuffer.
+// putBuffer returns a buffer obtained from getBuffer (possibly resliced).
 func putBuffer(b *[]byte) {
+	*b = (*b)[:cap(*b)]
 	bufferPools[bufferClass(len(*b))].Put(b)
 }
 
@@ -436,6 +437,19 @@ func (c *Conn) Write(p []byte) (int, error) {
 // writeFrame seals one frame into a pooled buffer and writes it with one
 // call on conn.
 func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
+	frame, err := out.sealFrame(chunk)
+	if err != nil {
+		return err
+	}
+	_, err = conn.Write(*frame)
+	putBuffer(frame)
+	return err
+}
+
+// sealFrame returns the next frame for chunk, length prefix included, in a
+// pooled buffer (sliced to the frame) that the caller gives back with
+// putBuffer once it is written.
+func (out *outHalf) sealFrame(chunk []byte) (*[]byte, error) {
 	var bodyLen int
 	if out.tea != nil {
 		bodyLen = tea.CiphertextLen(len(chunk))
@@ -447,20 +461,19 @@ func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
 	if out.tea == nil {
 		var err error
 		if nonce, err = out.ctr.next(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	pooled := getBuffer(total)
-	frame := (*pooled)[:total]
+	*pooled = (*pooled)[:total]
+	frame := *pooled
 	binary.BigEndian.PutUint32(frame, uint32(bodyLen))
 	if out.tea != nil {
 		out.tea.Encrypt(frame[frameHeaderSize:frameHeaderSize], chunk)
 	} else {
 		out.aead.Seal(frame[frameHeaderSize:frameHeaderSize], nonce, chunk, frame[:frameHeaderSize])
 	}
-	_, err := conn.Write(frame)
-	putBuffer(pooled)
-	return err
+	return pooled, nil
 }
 
 // Close closes the underlying connection and returns its error. It is safe

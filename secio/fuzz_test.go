@@ -25,7 +25,8 @@ func FuzzHandshakeMessages(f *testing.F) {
 		if len(body) > MaxHandshakeMessage {
 			return
 		}
-		if pr, err := parsePropose(body); err == nil {
+		var pr propose
+		if err := parsePropose(&pr, body); err == nil {
 			// What parses re-encodes to the same bytes.
 			if got := pr.marshal(); !bytes.Equal(got[4:], body) {
 				t.Fatalf("Propose round trip:\n in %x\nout %x", body, got[4:])

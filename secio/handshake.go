@@ -5,9 +5,9 @@ import (
 	"context"
 	"crypto/ecdh"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
@@ -29,9 +29,6 @@ const (
 	roleSecond = 0x02
 )
 
-// errTimerExpired is the context cause set by the handshake's own timer.
-var errTimerExpired = errors.New("secio: handshake timer expired")
-
 // Client runs the handshake on conn as the side that dialled it and returns
 // the secure connection. The messages are the same for both roles: Client
 // and Server differ only in how they are logged.
@@ -50,82 +47,141 @@ func Server(ctx context.Context, conn net.Conn, cfg *Config) (*Conn, error) {
 	return handshake(ctx, conn, cfg, "server")
 }
 
+// handshakeArena is the room for the four handshake messages and the
+// transcript input in a handshake's own state; longer messages (a peer
+// sending large extensions) spill to the heap.
+const handshakeArena = 640
+
 // handshakeState carries one handshake from Propose to key confirmation.
 type handshakeState struct {
 	c    *Conn
-	cfg  *resolved
+	cfg  resolved
 	step string
+	// direct: writes go straight to the socket. A kernel socket buffer
+	// takes each small handshake message without waiting for the peer to
+	// read, so no writer goroutine is needed; other transports (net.Pipe)
+	// get one writer goroutine for the handshake, fed by wmsg.
+	direct bool
+	wmsg   chan []byte
+	werr   chan error
 
-	localNonce    [NonceSize]byte
-	localPropose  []byte // wire bytes, length prefix included
-	remotePropose []byte
-	remote        *propose
-	remotePub     *PublicKey
-	first         bool // the local preference order won
-	kex           KeyExchange
-	suite         aead.Suite
-	sendMax       int
+	localNonce [NonceSize]byte
+	// The four messages as sent, length prefix included, in arena.
+	localPropose, remotePropose   []byte
+	localExchange, remoteExchange []byte
+	remote                        propose // parsed remotePropose (aliases it)
+	remotePub                     *PublicKey
+	first                         bool // the local preference order won
+	kex                           KeyExchange
+	suite                         aead.Suite
+	sendMax                       int
 
-	eph            *ecdh.PrivateKey
-	localExchange  []byte
-	remoteExchange []byte
-	transcript     [32]byte
+	eph        *ecdh.PrivateKey
+	scalar     [32]byte // ephemeral scalar as drawn, cleared after use
+	transcript [32]byte
+	confirm    [confirmSize]byte // the peer's Confirm plaintext
+	ownConfirm [confirmSize]byte // the local Confirm plaintext
+
+	arena []byte // append-only; starts as space[:0]
+	space [handshakeArena]byte
+}
+
+// newHandshakeState prepares a handshake on conn; cfg must be valid.
+func newHandshakeState(conn net.Conn, cfg *Config) (*handshakeState, error) {
+	hs := &handshakeState{}
+	if err := cfg.resolve(&hs.cfg); err != nil {
+		return nil, err
+	}
+	hs.c = newConn(conn)
+	hs.arena = hs.space[:0]
+	switch conn.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		hs.direct = true
+	}
+	return hs, nil
 }
 
 func handshake(ctx context.Context, conn net.Conn, cfg *Config, role string) (*Conn, error) {
-	rc, err := cfg.resolve()
+	hs, err := newHandshakeState(conn, cfg)
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, rc.timeout, errTimerExpired)
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		if conn.SetDeadline(time.Unix(1, 0)) != nil {
-			conn.Close()
-		}
-	})
+	rc := &hs.cfg
+	if err := ctx.Err(); err != nil {
+		conn.Close()
+		err = &HandshakeError{Step: "propose", Err: context.Cause(ctx)}
+		rc.debugFailed(role, conn, err)
+		return nil, err
+	}
+	// The timeout is a deadline on conn; ctx sets a deadline in the past
+	// when it is done. A conn without deadlines is closed instead.
+	deadline := time.Now().Add(rc.timeout)
+	var timer *time.Timer
+	if conn.SetDeadline(deadline) != nil {
+		timer = time.AfterFunc(rc.timeout, func() { conn.Close() })
+	}
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() {
+			if conn.SetDeadline(time.Unix(1, 0)) != nil {
+				conn.Close()
+			}
+		})
+	}
 
-	hs := &handshakeState{c: newConn(conn), cfg: rc}
 	err = hs.run()
-	if !stop() && err == nil {
+	if stop != nil && !stop() && err == nil {
 		err = &HandshakeError{Step: "finish", Err: context.Cause(ctx)}
+	}
+	if timer != nil && !timer.Stop() && err == nil {
+		err = &HandshakeError{Step: "finish", Err: &timeoutError{cause: context.DeadlineExceeded}}
 	}
 	if err != nil {
 		conn.Close()
 		if ctx.Err() != nil {
-			cause := context.Cause(ctx)
-			if cause == errTimerExpired {
-				cause = &timeoutError{cause: context.DeadlineExceeded}
-			}
-			err = &HandshakeError{Step: hs.step, Err: cause}
+			err = &HandshakeError{Step: hs.step, Err: context.Cause(ctx)}
+		} else if !time.Now().Before(deadline) {
+			err = &HandshakeError{Step: hs.step, Err: &timeoutError{cause: context.DeadlineExceeded}}
 		}
-		rc.debug("secio handshake failed", "role", role, "remote", conn.RemoteAddr(), "err", err)
+		rc.debugFailed(role, conn, err)
 		return nil, err
 	}
-	if err := conn.SetDeadline(time.Time{}); err != nil {
-		conn.Close()
-		return nil, &HandshakeError{Step: "finish", Err: err}
+	if timer == nil {
+		if err := conn.SetDeadline(time.Time{}); err != nil {
+			conn.Close()
+			return nil, &HandshakeError{Step: "finish", Err: err}
+		}
 	}
 	c := hs.c
-	rc.debug("secio handshake complete", "role", role, "remote", conn.RemoteAddr(),
-		"peer", c.remote.String(), "kex", c.kex.String(), "suite", c.suite.String())
+	if rc.debugEnabled() {
+		rc.logger.Debug("secio handshake complete", "role", role, "remote", conn.RemoteAddr(),
+			"peer", c.remote.String(), "kex", c.kex.String(), "suite", c.suite.String())
+	}
 	return c, nil
 }
 
-func (rc *resolved) debug(msg string, args ...any) {
-	if rc.logger != nil {
-		rc.logger.Debug(msg, args...)
+// debugEnabled reports whether debug records are wanted, so that their
+// arguments (a peer ID's base58 form) are built only then.
+func (rc *resolved) debugEnabled() bool {
+	return rc.logger != nil && rc.logger.Enabled(context.Background(), slog.LevelDebug)
+}
+
+func (rc *resolved) debugFailed(role string, conn net.Conn, err error) {
+	if rc.debugEnabled() {
+		rc.logger.Debug("secio handshake failed", "role", role, "remote", conn.RemoteAddr(), "err", err)
 	}
 }
 
-// run performs the handshake steps in order.
+// run performs the handshake steps in order: three flights, in each of
+// which both sides send at once.
 func (hs *handshakeState) run() error {
+	defer hs.stopWriter()
 	hs.c.in.maxLen = hs.cfg.maxFrame + maxOverhead
 	if err := hs.makePropose(); err != nil {
 		return err
 	}
-	if err := hs.flight("propose", hs.writeRaw(&hs.localPropose), hs.readProposeMsg); err != nil {
+	if err := hs.flight("propose", hs.localPropose, hs.readProposeMsg); err != nil {
 		return err
 	}
 	if err := hs.processPropose(); err != nil {
@@ -134,16 +190,19 @@ func (hs *handshakeState) run() error {
 	if err := hs.makeExchange(); err != nil {
 		return err
 	}
-	if err := hs.flight("exchange", hs.writeRaw(&hs.localExchange), hs.readExchangeMsg); err != nil {
+	if err := hs.flight("exchange", hs.localExchange, hs.readExchangeMsg); err != nil {
 		return err
 	}
 	if err := hs.processExchange(); err != nil {
 		return err
 	}
-	if err := hs.flight("confirm", hs.writeConfirm, hs.readConfirm); err != nil {
-		return err
+	frame, err := hs.sealConfirm()
+	if err != nil {
+		return hs.fail("write confirm", err)
 	}
-	return nil
+	err = hs.flight("confirm", *frame, hs.readConfirm)
+	putBuffer(frame)
+	return err
 }
 
 // maxOverhead is the largest AEAD tag of any suite.
@@ -155,35 +214,63 @@ func (hs *handshakeState) fail(step string, err error) error {
 	return &HandshakeError{Step: step, Err: err}
 }
 
-// flight sends one message while receiving the peer's (both sides send at
+// flight sends msg while receiving the peer's message. Both sides send at
 // once, so over an unbuffered transport such as net.Pipe the write and the
-// read must overlap). The writing goroutine always ends before flight
-// returns.
-func (hs *handshakeState) flight(step string, write, read func() error) error {
+// read must overlap: the writer goroutine writes, and flight waits for the
+// write to end before it returns. A socket (direct) takes the write at
+// once.
+func (hs *handshakeState) flight(step string, msg []byte, read func() error) error {
 	hs.step = step
-	done := make(chan error, 1)
-	go func() { done <- write() }()
+	conn := hs.c.conn
+	if hs.direct {
+		if _, err := conn.Write(msg); err != nil {
+			return hs.fail("write "+step, err)
+		}
+		if err := read(); err != nil {
+			return hs.fail("read "+step, err)
+		}
+		return nil
+	}
+	if hs.wmsg == nil {
+		hs.wmsg = make(chan []byte)
+		hs.werr = make(chan error, 1)
+		go handshakeWriter(conn, hs.wmsg, hs.werr)
+	}
+	hs.wmsg <- msg
 	if err := read(); err != nil {
-		hs.c.conn.Close() // unblocks the writer
-		<-done
+		conn.Close() // unblocks the writer
+		<-hs.werr
 		return hs.fail("read "+step, err)
 	}
-	if err := <-done; err != nil {
+	if err := <-hs.werr; err != nil {
 		return hs.fail("write "+step, err)
 	}
 	return nil
 }
 
-func (hs *handshakeState) writeRaw(msg *[]byte) func() error {
-	return func() error {
-		_, err := hs.c.conn.Write(*msg)
-		return err
+// handshakeWriter writes each message it receives and reports the result;
+// it closes errs when msgs is closed.
+func handshakeWriter(conn net.Conn, msgs <-chan []byte, errs chan<- error) {
+	for m := range msgs {
+		_, err := conn.Write(m)
+		errs <- err
+	}
+	close(errs)
+}
+
+// stopWriter ends the writer goroutine, if one was started, and waits for
+// it to return.
+func (hs *handshakeState) stopWriter() {
+	if hs.wmsg != nil {
+		close(hs.wmsg)
+		for range hs.werr {
+		}
 	}
 }
 
 // readMessage reads one length-prefixed handshake message and returns a
-// copy of it, length prefix included. The length is checked against
-// MaxHandshakeMessage before anything is allocated.
+// copy of it in the arena, length prefix included. The length is checked
+// against MaxHandshakeMessage before anything is allocated.
 func (hs *handshakeState) readMessage() ([]byte, error) {
 	in := &hs.c.in
 	if err := in.fill(hs.c.conn, frameHeaderSize, false); err != nil {
@@ -197,10 +284,11 @@ func (hs *handshakeState) readMessage() ([]byte, error) {
 	if err := in.fill(hs.c.conn, total, false); err != nil {
 		return nil, eofUnexpected(err)
 	}
-	msg := bytes.Clone(in.buf[in.r : in.r+total])
+	start := len(hs.arena)
+	hs.arena = append(hs.arena, in.buf[in.r:in.r+total]...)
 	in.consume(total)
 	in.settle()
-	return msg, nil
+	return hs.arena[start:], nil
 }
 
 // eofUnexpected maps io.EOF to io.ErrUnexpectedEOF: a handshake cut at any
@@ -216,7 +304,7 @@ func (hs *handshakeState) makePropose() error {
 	if _, err := io.ReadFull(hs.cfg.rand, hs.localNonce[:]); err != nil {
 		return hs.fail("propose", fmt.Errorf("secio: nonce: %w", err))
 	}
-	p := &propose{
+	p := propose{
 		version:  ProtocolVersion,
 		nonce:    hs.localNonce,
 		pubKey:   hs.cfg.key.pub.key,
@@ -230,7 +318,9 @@ func (hs *handshakeState) makePropose() error {
 		// instead of decrypting it to garbage.
 		p.ext = extPadding
 	}
-	hs.localPropose = p.marshal()
+	start := len(hs.arena)
+	hs.arena = p.appendTo(hs.arena)
+	hs.localPropose = hs.arena[start:]
 	return nil
 }
 
@@ -239,11 +329,10 @@ func (hs *handshakeState) readProposeMsg() error {
 	if err != nil {
 		return err
 	}
-	p, err := parsePropose(msg[frameHeaderSize:])
-	if err != nil {
+	if err := parsePropose(&hs.remote, msg[frameHeaderSize:]); err != nil {
 		return err
 	}
-	hs.remotePropose, hs.remote = msg, p
+	hs.remotePropose = msg
 	return nil
 }
 
@@ -252,7 +341,7 @@ func (hs *handshakeState) readProposeMsg() error {
 // the expected peer ID has been checked.
 func (hs *handshakeState) processPropose() error {
 	const step = "propose"
-	p := hs.remote
+	p := &hs.remote
 	if p.version < 1 {
 		return hs.fail(step, fmt.Errorf("%w: peer speaks version %d", ErrUnsupportedVersion, p.version))
 	}
@@ -321,13 +410,15 @@ func selectFirst[T comparable](pref, other []T) (T, bool) {
 }
 
 func (hs *handshakeState) makeExchange() error {
-	eph, err := generateEphemeral(hs.kex, hs.cfg.rand)
+	eph, err := generateEphemeral(hs.kex, hs.cfg.rand, &hs.scalar)
 	if err != nil {
 		return hs.fail("exchange", err)
 	}
 	hs.eph = eph
-	e := &exchange{kex: hs.kex, key: eph.PublicKey().Bytes()}
-	hs.localExchange = e.marshal()
+	e := exchange{kex: hs.kex, key: eph.PublicKey().Bytes()}
+	start := len(hs.arena)
+	hs.arena = e.appendTo(hs.arena)
+	hs.localExchange = hs.arena[start:]
 	return nil
 }
 
@@ -361,33 +452,34 @@ func (hs *handshakeState) processExchange() error {
 	}
 	defer clear(secret)
 
-	th := blake3.NewDeriveKey(contextTranscript)
+	// T = BLAKE3-derive-key(P1 || P2 || E1 || E2), assembled in the arena.
+	start := len(hs.arena)
 	if hs.first {
-		th.Write(hs.localPropose)
-		th.Write(hs.remotePropose)
-		th.Write(hs.localExchange)
-		th.Write(hs.remoteExchange)
+		hs.arena = append(hs.arena, hs.localPropose...)
+		hs.arena = append(hs.arena, hs.remotePropose...)
+		hs.arena = append(hs.arena, hs.localExchange...)
+		hs.arena = append(hs.arena, hs.remoteExchange...)
 	} else {
-		th.Write(hs.remotePropose)
-		th.Write(hs.localPropose)
-		th.Write(hs.remoteExchange)
-		th.Write(hs.localExchange)
+		hs.arena = append(hs.arena, hs.remotePropose...)
+		hs.arena = append(hs.arena, hs.localPropose...)
+		hs.arena = append(hs.arena, hs.remoteExchange...)
+		hs.arena = append(hs.arena, hs.localExchange...)
 	}
-	th.Sum(hs.transcript[:0])
+	blake3.DeriveKey(hs.transcript[:], contextTranscript, hs.arena[start:])
+	hs.arena = hs.arena[:start]
 
-	material := make([]byte, 0, len(hs.transcript)+len(secret))
-	material = append(material, hs.transcript[:]...)
-	material = append(material, secret...)
-	defer clear(material)
-	kFirst := make([]byte, hs.suite.KeySize())
-	kSecond := make([]byte, hs.suite.KeySize())
-	defer clear(kFirst)
-	defer clear(kSecond)
-	blake3.DeriveKey(kFirst, contextKeyFirst, material)
-	blake3.DeriveKey(kSecond, contextKeySecond, material)
-	outKey, inKey := kFirst, kSecond
+	var matBuf [32 + 66]byte // T || secret (32 bytes for both groups)
+	material := append(append(matBuf[:0], hs.transcript[:]...), secret...)
+	var kFirst, kSecond [32]byte
+	defer clear(matBuf[:])
+	defer clear(kFirst[:])
+	defer clear(kSecond[:])
+	ks := hs.suite.KeySize()
+	blake3.DeriveKey(kFirst[:ks], contextKeyFirst, material)
+	blake3.DeriveKey(kSecond[:ks], contextKeySecond, material)
+	outKey, inKey := kFirst[:ks], kSecond[:ks]
 	if !hs.first {
-		outKey, inKey = kSecond, kFirst
+		outKey, inKey = inKey, outKey
 	}
 	outAEAD, err := aead.New(hs.suite, outKey)
 	if err != nil {
@@ -404,13 +496,17 @@ func (hs *handshakeState) processExchange() error {
 	return nil
 }
 
+// signedLen is the length of a signed message.
+const signedLen = len(signaturePrefix) + 1 + 32
+
 // signedMessage is what a side with the given role signs: a prefix, the
 // role byte and the transcript hash.
-func signedMessage(role byte, transcript [32]byte) []byte {
-	m := make([]byte, 0, len(signaturePrefix)+1+len(transcript))
-	m = append(m, signaturePrefix...)
-	m = append(m, role)
-	return append(m, transcript[:]...)
+func signedMessage(role byte, transcript [32]byte) [signedLen]byte {
+	var m [signedLen]byte
+	n := copy(m[:], signaturePrefix)
+	m[n] = role
+	copy(m[n+1:], transcript[:])
+	return m
 }
 
 func (hs *handshakeState) roles() (local, remote byte) {
@@ -420,25 +516,31 @@ func (hs *handshakeState) roles() (local, remote byte) {
 	return roleSecond, roleFirst
 }
 
-// writeConfirm sends the first encrypted frame: the peer's nonce and the
-// local signature over the transcript.
-func (hs *handshakeState) writeConfirm() error {
+// sealConfirm builds the first encrypted frame, the peer's nonce and the
+// local signature over the transcript, in a pooled buffer.
+func (hs *handshakeState) sealConfirm() (*[]byte, error) {
 	local, _ := hs.roles()
-	sig := hs.cfg.key.Sign(signedMessage(local, hs.transcript))
-	msg := appendConfirm(make([]byte, 0, confirmSize), hs.remote.nonce, sig)
-	return hs.c.out.writeFrame(hs.c.conn, msg)
+	m := signedMessage(local, hs.transcript)
+	sig := hs.cfg.key.Sign(m[:])
+	pt := appendConfirm(hs.ownConfirm[:0], hs.remote.nonce, sig)
+	return hs.c.out.sealFrame(pt)
 }
 
 // readConfirm reads the peer's first frame and checks the echoed nonce, then
 // the peer's signature.
 func (hs *handshakeState) readConfirm() error {
 	in := &hs.c.in
-	if _, err := in.readFrame(hs.c.conn, nil); err != nil {
+	n, err := in.readFrame(hs.c.conn, hs.confirm[:])
+	if err != nil {
 		return eofUnexpected(err)
 	}
-	pt := in.plain
-	in.plain = nil
-	defer in.settle()
+	pt := hs.confirm[:n]
+	if n == 0 {
+		// Longer than a Confirm (or empty): left in the buffer.
+		pt = in.plain
+		in.plain = nil
+		defer in.settle()
+	}
 	cf, err := parseConfirm(pt)
 	if err != nil {
 		return err
@@ -447,7 +549,8 @@ func (hs *handshakeState) readConfirm() error {
 		return ErrNonceMismatch
 	}
 	_, remote := hs.roles()
-	if !hs.remotePub.Verify(signedMessage(remote, hs.transcript), cf.sig) {
+	m := signedMessage(remote, hs.transcript)
+	if !hs.remotePub.Verify(m[:], cf.sig) {
 		return ErrInvalidSignature
 	}
 	c := hs.c

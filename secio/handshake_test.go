@@ -425,15 +425,20 @@ func TestMalformedPropose(t *testing.T) {
 // tampered with while being correctly encrypted.
 func evilPeer(t *testing.T, conn net.Conn, tamper func(hs *handshakeState, nonce *[NonceSize]byte, sig []byte) []byte) {
 	t.Helper()
-	rc, _ := testConfig("b").resolve()
-	hs := &handshakeState{c: newConn(conn), cfg: rc}
+	hs, err := newHandshakeState(conn, testConfig("b"))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer hs.stopWriter()
 	if err := hs.run1(); err != nil {
 		t.Error(err)
 		return
 	}
 	local, _ := hs.roles()
 	nonce := hs.remote.nonce
-	sig := hs.cfg.key.Sign(signedMessage(local, hs.transcript))
+	m := signedMessage(local, hs.transcript)
+	sig := hs.cfg.key.Sign(m[:])
 	sig = tamper(hs, &nonce, sig)
 	msg := appendConfirm(nil, nonce, sig)
 	hs.c.out.writeFrame(conn, msg)
@@ -446,7 +451,7 @@ func (hs *handshakeState) run1() error {
 	if err := hs.makePropose(); err != nil {
 		return err
 	}
-	if err := hs.flight("propose", hs.writeRaw(&hs.localPropose), hs.readProposeMsg); err != nil {
+	if err := hs.flight("propose", hs.localPropose, hs.readProposeMsg); err != nil {
 		return err
 	}
 	if err := hs.processPropose(); err != nil {
@@ -455,7 +460,7 @@ func (hs *handshakeState) run1() error {
 	if err := hs.makeExchange(); err != nil {
 		return err
 	}
-	if err := hs.flight("exchange", hs.writeRaw(&hs.localExchange), hs.readExchangeMsg); err != nil {
+	if err := hs.flight("exchange", hs.localExchange, hs.readExchangeMsg); err != nil {
 		return err
 	}
 	return hs.processExchange()
@@ -473,7 +478,8 @@ func TestConfirmChecks(t *testing.T) {
 		}, ErrInvalidSignature},
 		"wrong role": {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte {
 			_, remote := hs.roles()
-			return hs.cfg.key.Sign(signedMessage(remote, hs.transcript))
+			m := signedMessage(remote, hs.transcript)
+			return hs.cfg.key.Sign(m[:])
 		}, ErrInvalidSignature},
 		"short signature": {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte { return sig[:63] }, ErrInvalidSignature},
 		"no signature":    {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte { return nil }, ErrInvalidSignature},
@@ -598,8 +604,10 @@ func TestProposeLengthOdd(t *testing.T) {
 			cfg := testConfig("a")
 			cfg.KeyExchanges = DefaultKeyExchanges()[:nk]
 			cfg.Ciphers = aead.Preferred()[:nc]
-			rc, _ := cfg.resolve()
-			hs := &handshakeState{c: newConn(nil), cfg: rc}
+			hs, err := newHandshakeState(nil, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := hs.makePropose(); err != nil {
 				t.Fatal(err)
 			}
@@ -607,7 +615,8 @@ func TestProposeLengthOdd(t *testing.T) {
 			if len(body)%2 != 1 {
 				t.Fatalf("%d kex, %d ciphers: body of %d bytes", nk, nc, len(body))
 			}
-			p, err := parsePropose(body)
+			var p propose
+			err = parsePropose(&p, body)
 			if err != nil || len(p.kexes) != nk || len(p.ciphers) != nc {
 				t.Fatalf("round trip: %v", err)
 			}

@@ -43,8 +43,9 @@ type PrivateKey struct {
 
 // PublicKey is an Ed25519 identity public key.
 type PublicKey struct {
-	key ed25519.PublicKey
+	key ed25519.PublicKey // raw[:] for keys made by UnmarshalPublicKey
 	id  PeerID
+	raw [PublicKeySize]byte
 }
 
 // GenerateKey returns a new identity key drawn from crypto/rand.
@@ -260,7 +261,11 @@ func UnmarshalPublicKey(b []byte) (*PublicKey, error) {
 	if len(b) != PublicKeySize {
 		return nil, fmt.Errorf("%w: public key is %d bytes, want %d", ErrInvalidKey, len(b), PublicKeySize)
 	}
-	return newPublicKey(ed25519.PublicKey(append([]byte(nil), b...))), nil
+	p := &PublicKey{}
+	copy(p.raw[:], b)
+	p.key = p.raw[:]
+	p.id = peerIDFromEncoding(p.key)
+	return p, nil
 }
 
 // Bytes returns the canonical encoding of k: the 32-byte Ed25519 public

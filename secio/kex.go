@@ -48,11 +48,11 @@ func (k KeyExchange) curve() ecdh.Curve {
 	return ecdh.X25519()
 }
 
-// generateEphemeral draws an ephemeral private key for k from r. The scalar
-// bytes are read from r directly (and rejected and redrawn when out of range
-// for P-256), so that a fixed r yields a fixed key.
-func generateEphemeral(k KeyExchange, r io.Reader) (*ecdh.PrivateKey, error) {
-	var buf [32]byte
+// generateEphemeral draws an ephemeral private key for k from r into buf,
+// which it clears. The scalar bytes are read from r directly (and rejected
+// and redrawn when out of range for P-256), so that a fixed r yields a
+// fixed key.
+func generateEphemeral(k KeyExchange, r io.Reader, buf *[32]byte) (*ecdh.PrivateKey, error) {
 	c := k.curve()
 	for range 64 {
 		if _, err := io.ReadFull(r, buf[:]); err != nil {

@@ -30,6 +30,11 @@ type propose struct {
 	kexes    []KeyExchange // as sent, may include codes unknown here
 	ciphers  []aead.Suite  // as sent, may include codes unknown here
 	ext      []byte        // extensions, validated TLV
+
+	// Room for the lists of a parsed Propose (parsePropose points kexes
+	// and ciphers here, so a propose must not be copied after parsing).
+	kexBuf    [maxListLen]KeyExchange
+	cipherBuf [maxListLen]aead.Suite
 }
 
 // exchange is a decoded Exchange message.
@@ -103,9 +108,9 @@ func (r *reader) end(what string) error {
 	return nil
 }
 
-// marshal encodes p as a handshake message (length prefix included).
-func (p *propose) marshal() []byte {
-	b := make([]byte, 0, 64+len(p.pubKey)+len(p.kexes)+len(p.ciphers)+len(p.ext))
+// appendTo appends p as a handshake message (length prefix included).
+func (p *propose) appendTo(b []byte) []byte {
+	start := len(b)
 	b = append(b, 0, 0, 0, 0) // length, set below
 	b = append(b, msgPropose)
 	b = binary.BigEndian.AppendUint16(b, p.version)
@@ -124,55 +129,59 @@ func (p *propose) marshal() []byte {
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(p.ext)))
 	b = append(b, p.ext...)
-	binary.BigEndian.PutUint32(b, uint32(len(b)-frameHeaderSize))
+	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-frameHeaderSize))
 	return b
 }
 
-// parsePropose decodes a Propose body (without its length prefix). The
-// result aliases body.
-func parsePropose(body []byte) (*propose, error) {
+// marshal encodes p as a new handshake message (length prefix included).
+func (p *propose) marshal() []byte { return p.appendTo(nil) }
+
+// parsePropose decodes a Propose body (without its length prefix) into p.
+// The result aliases body.
+func parsePropose(p *propose, body []byte) error {
 	r := reader{b: body}
 	if t := r.u8(); !r.bad && t != msgPropose {
-		return nil, fmt.Errorf("%w: message type 0x%02x, want Propose (0x%02x)", ErrInvalidMessage, t, msgPropose)
+		return fmt.Errorf("%w: message type 0x%02x, want Propose (0x%02x)", ErrInvalidMessage, t, msgPropose)
 	}
-	p := &propose{}
 	p.version = r.u16()
 	copy(p.nonce[:], r.bytes(NonceSize))
 	keyType := r.u8()
 	keyLen := r.u16()
 	if !r.bad && keyType != keyTypeEd25519 {
-		return nil, fmt.Errorf("%w: identity key type 0x%02x, want Ed25519 (0x%02x)", ErrInvalidMessage, keyType, keyTypeEd25519)
+		return fmt.Errorf("%w: identity key type 0x%02x, want Ed25519 (0x%02x)", ErrInvalidMessage, keyType, keyTypeEd25519)
 	}
 	if !r.bad && keyLen != PublicKeySize {
-		return nil, fmt.Errorf("%w: Ed25519 key of %d bytes", ErrInvalidMessage, keyLen)
+		return fmt.Errorf("%w: Ed25519 key of %d bytes", ErrInvalidMessage, keyLen)
 	}
 	p.pubKey = r.bytes(int(keyLen))
 	p.maxFrame = r.u32()
 	nk := int(r.u8())
 	if !r.bad && (nk == 0 || nk > maxListLen) {
-		return nil, fmt.Errorf("%w: %d key exchanges, want 1 to %d", ErrInvalidMessage, nk, maxListLen)
+		return fmt.Errorf("%w: %d key exchanges, want 1 to %d", ErrInvalidMessage, nk, maxListLen)
 	}
+	p.kexes = p.kexBuf[:0]
 	for _, c := range r.bytes(nk) {
 		p.kexes = append(p.kexes, KeyExchange(c))
 	}
 	nc := int(r.u8())
 	if !r.bad && (nc == 0 || nc > maxListLen) {
-		return nil, fmt.Errorf("%w: %d ciphers, want 1 to %d", ErrInvalidMessage, nc, maxListLen)
+		return fmt.Errorf("%w: %d ciphers, want 1 to %d", ErrInvalidMessage, nc, maxListLen)
 	}
+	p.ciphers = p.cipherBuf[:0]
 	for _, c := range r.bytes(nc) {
 		p.ciphers = append(p.ciphers, aead.Suite(c))
 	}
 	p.ext = r.bytes(int(r.u16()))
 	if err := r.end("Propose"); err != nil {
-		return nil, err
+		return err
 	}
 	if err := checkExtensions(p.ext); err != nil {
-		return nil, err
+		return err
 	}
 	if p.maxFrame < MinFrameSize {
-		return nil, fmt.Errorf("%w: maximum frame size %d below %d", ErrInvalidMessage, p.maxFrame, MinFrameSize)
+		return fmt.Errorf("%w: maximum frame size %d below %d", ErrInvalidMessage, p.maxFrame, MinFrameSize)
 	}
-	return p, nil
+	return nil
 }
 
 // proposeFixedLen is the length of a Propose body without its lists and
@@ -201,25 +210,27 @@ func checkExtensions(ext []byte) error {
 	return r.end("extensions")
 }
 
-// marshal encodes e as a handshake message (length prefix included).
-func (e *exchange) marshal() []byte {
-	b := make([]byte, 0, frameHeaderSize+4+len(e.key))
+// appendTo appends e as a handshake message (length prefix included).
+func (e *exchange) appendTo(b []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(4+len(e.key)))
 	b = append(b, msgExchange, uint8(e.kex))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(e.key)))
 	return append(b, e.key...)
 }
 
+// marshal encodes e as a new handshake message (length prefix included).
+func (e *exchange) marshal() []byte { return e.appendTo(nil) }
+
 // parseExchange decodes an Exchange body. The result aliases body.
-func parseExchange(body []byte) (*exchange, error) {
+func parseExchange(body []byte) (exchange, error) {
 	r := reader{b: body}
 	if t := r.u8(); !r.bad && t != msgExchange {
-		return nil, fmt.Errorf("%w: message type 0x%02x, want Exchange (0x%02x)", ErrInvalidMessage, t, msgExchange)
+		return exchange{}, fmt.Errorf("%w: message type 0x%02x, want Exchange (0x%02x)", ErrInvalidMessage, t, msgExchange)
 	}
-	e := &exchange{kex: KeyExchange(r.u8())}
+	e := exchange{kex: KeyExchange(r.u8())}
 	e.key = r.bytes(int(r.u16()))
 	if err := r.end("Exchange"); err != nil {
-		return nil, err
+		return exchange{}, err
 	}
 	return e, nil
 }
@@ -236,16 +247,16 @@ func appendConfirm(dst []byte, nonce [NonceSize]byte, sig []byte) []byte {
 }
 
 // parseConfirm decodes a key-confirmation plaintext. The result aliases b.
-func parseConfirm(b []byte) (*confirm, error) {
+func parseConfirm(b []byte) (confirm, error) {
 	r := reader{b: b}
 	if t := r.u8(); !r.bad && t != msgConfirm {
-		return nil, fmt.Errorf("%w: message type 0x%02x, want Confirm (0x%02x)", ErrInvalidMessage, t, msgConfirm)
+		return confirm{}, fmt.Errorf("%w: message type 0x%02x, want Confirm (0x%02x)", ErrInvalidMessage, t, msgConfirm)
 	}
-	c := &confirm{}
+	var c confirm
 	copy(c.nonce[:], r.bytes(NonceSize))
 	c.sig = r.bytes(int(r.u16()))
 	if err := r.end("Confirm"); err != nil {
-		return nil, err
+		return confirm{}, err
 	}
 	return c, nil
 }
