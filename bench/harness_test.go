@@ -73,8 +73,13 @@ func TestHarness(t *testing.T) {
 		t.Errorf("%s is not an SVG", svg)
 	}
 
+	// -from replays the -json output as the markdown table.
+	from := filepath.Join(t.TempDir(), "results.json")
+	if err := os.WriteFile(from, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var md bytes.Buffer
-	if err := writeMarkdown(&md, rep); err != nil {
+	if err := run(context.Background(), options{From: from}, &md, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| tendril AES-128-GCM |", "| go-libp2p Noise + yamux |", "| BLAKE3 64 KiB | zeebo/blake3 |", "×"} {

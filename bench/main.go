@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ type options struct {
 	JSON     bool
 	SVG      string
 	Quiet    bool
+	From     string
 }
 
 func main() {
@@ -34,6 +36,7 @@ func main() {
 	flag.BoolVar(&o.JSON, "json", false, "print JSON instead of markdown")
 	flag.StringVar(&o.SVG, "svg", "", "also draw a bar chart of the transport results, relative to tendril, to this SVG file")
 	flag.BoolVar(&o.Quiet, "q", false, "no progress on stderr")
+	flag.StringVar(&o.From, "from", "", "measure nothing: print (and -svg draw) the results of an earlier -json run read from this file")
 	flag.Parse()
 	if err := run(context.Background(), o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -53,6 +56,9 @@ type report struct {
 }
 
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	if o.From != "" {
+		return replay(o, stdout)
+	}
 	if o.Runs < 1 || o.Duration <= 0 || o.Conns < 1 {
 		return errors.New("-runs, -duration and -conns must be positive")
 	}
@@ -108,7 +114,24 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if doCrypto {
 		rep.Crypto = cr.cryptoRows(ccases)
 	}
-	if o.SVG != "" && doTransports {
+	return output(o, rep, stdout)
+}
+
+// replay reports the results of an earlier -json run.
+func replay(o options, stdout io.Writer) error {
+	b, err := os.ReadFile(o.From)
+	if err != nil {
+		return err
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", o.From, err)
+	}
+	return output(o, rep, stdout)
+}
+
+func output(o options, rep report, stdout io.Writer) error {
+	if o.SVG != "" && len(rep.Transports) > 0 {
 		if err := drawSVG(o.SVG, rep); err != nil {
 			return err
 		}

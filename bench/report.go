@@ -3,13 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"io"
 	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -242,12 +242,25 @@ func writeMarkdown(w io.Writer, rep report) error {
 // chartMetrics are the metrics drawn in the chart.
 var chartMetrics = []metric{metricBulk1, metricBulk8, metricCPU, metricRTT, metricConn1, metricConn2, metricIdleConn, metricIdleStream}
 
+// chartCap is where the chart's bars are cut: the unencrypted ceilings reach
+// ten times tendril's connection rate, which would flatten everything else.
+const chartCap = 4
+
+// chartColors has one color per transport.
+var chartColors = []color.Color{
+	color.RGBA{0x1f, 0x5f, 0xa8, 0xff}, color.RGBA{0x6b, 0xa3, 0xd6, 0xff},
+	color.RGBA{0xd6, 0x3b, 0x2f, 0xff}, color.RGBA{0xe8, 0x8f, 0x2a, 0xff},
+	color.RGBA{0xf2, 0xc3, 0x4a, 0xff}, color.RGBA{0x7a, 0x9a, 0x5a, 0xff},
+	color.RGBA{0x9b, 0x6f, 0xb5, 0xff}, color.RGBA{0x80, 0x80, 0x80, 0xff},
+}
+
 // drawSVG draws, for every metric, each transport's performance relative to
 // the reference (tendril AES-128-GCM = 1; above 1 is better than tendril,
-// for every metric, lower-is-better ones inverted).
+// for every metric, lower-is-better ones inverted). The format follows the
+// file name's extension (svg, png, pdf).
 func drawSVG(path string, rep report) error {
 	p := plot.New()
-	p.Title.Text = "Performance relative to " + rep.Transports[0].Reference + " (higher is better)"
+	p.Title.Text = fmt.Sprintf("Each transport relative to %s (higher is better; bars cut at %d×)", rep.Transports[0].Reference, chartCap)
 	p.Y.Label.Text = "× tendril"
 	var names []string
 	byKey := map[string]rowResult{}
@@ -261,12 +274,14 @@ func drawSVG(path string, rep report) error {
 	for i, m := range chartMetrics {
 		labels[i] = m.Label
 	}
-	w := vg.Points(7)
+	w := vg.Points(6)
+	top := 1.0
 	for i, n := range names {
 		vals := make(plotter.Values, len(chartMetrics))
 		for j, m := range chartMetrics {
 			if r, ok := byKey[m.ID+"\x00"+n]; ok && r.Advantage > 0 {
-				vals[j] = 1 / r.Advantage
+				vals[j] = min(1/r.Advantage, chartCap)
+				top = max(top, vals[j])
 			}
 		}
 		bars, err := plotter.NewBarChart(vals, w)
@@ -274,14 +289,16 @@ func drawSVG(path string, rep report) error {
 			return err
 		}
 		bars.LineStyle.Width = 0
-		bars.Color = plotutil.Color(i)
+		bars.Color = chartColors[i%len(chartColors)]
 		bars.Offset = vg.Length(float64(i)-float64(len(names)-1)/2) * w
 		p.Add(bars)
 		p.Legend.Add(n, bars)
 	}
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(10)
+	p.Y.Min, p.Y.Max = 0, top*1.75
 	p.NominalX(labels...)
 	p.Add(plotter.NewGrid())
-	return p.Save(28*vg.Centimeter, 14*vg.Centimeter, path)
+	return p.Save(30*vg.Centimeter, 16*vg.Centimeter, path)
 }
