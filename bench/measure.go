@@ -242,7 +242,19 @@ type memory struct {
 	goroutines  int
 }
 
+// snapshot waits until the number of goroutines has stopped changing (the
+// ends of earlier connections have finished closing), then collects garbage
+// and reads the heap and stack sizes.
 func snapshot() memory {
+	last, stable := -1, 0
+	for start := time.Now(); stable < 5 && time.Since(start) < 5*time.Second; {
+		time.Sleep(10 * time.Millisecond)
+		if g := runtime.NumGoroutine(); g == last {
+			stable++
+		} else {
+			last, stable = g, 0
+		}
+	}
 	var ms runtime.MemStats
 	for range 3 {
 		runtime.GC()
