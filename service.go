@@ -337,13 +337,14 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, dir Direction, expect
 	} else {
 		cfg := s.secioCfg
 		cfg.ExpectedPeer = expect
-		hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
+		// secio bounds the handshake by cfg.HandshakeTimeout (set from Config) and reports
+		// its expiry as secio.ErrHandshakeTimeout; a timer of our own would fire first and
+		// turn that into a bare context.DeadlineExceeded.
 		if dir == Outbound {
-			sc, err = secio.Client(hctx, raw, &cfg)
+			sc, err = secio.Client(ctx, raw, &cfg)
 		} else {
-			sc, err = secio.Server(hctx, raw, &cfg)
+			sc, err = secio.Server(ctx, raw, &cfg)
 		}
-		cancel()
 	}
 	if err != nil {
 		s.release()
