@@ -149,7 +149,9 @@ func (s *Session) ping(timeout time.Duration) {
 		s.mu.Lock()
 		s.pinging = false
 		s.mu.Unlock()
-		if err != nil && s.ctx.Err() == nil {
+		// A ping that fails because the session is already closing is not a keepalive
+		// failure: run records the real cause (an authentication failure, a reset, ...).
+		if err != nil && s.ctx.Err() == nil && !errors.Is(err, mux.ErrSessionClosed) {
 			s.closeWith(fmt.Errorf("%w: keepalive: peer did not answer within %v: %w", ErrSessionClosed, timeout, err))
 		}
 	}()
