@@ -359,10 +359,11 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, dir Direction, expect
 		return nil, err
 	}
 	var ms *mux.Session
+	rc := newReadErrConn(sc)
 	if dir == Outbound {
-		ms, err = mux.Client(sc, s.cfg.Mux)
+		ms, err = mux.Client(rc, s.cfg.Mux)
 	} else {
-		ms, err = mux.Server(sc, s.cfg.Mux)
+		ms, err = mux.Server(rc, s.cfg.Mux)
 	}
 	if err != nil {
 		s.release()
@@ -370,6 +371,7 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, dir Direction, expect
 		return nil, fmt.Errorf("tendril: mux: %w", err)
 	}
 	sess := newSession(s, sc, ms, dir, local, remote)
+	sess.rconn = rc
 	return s.register(sess)
 }
 

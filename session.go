@@ -8,6 +8,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
@@ -29,6 +30,7 @@ type Session struct {
 	secure bool
 	suite  aead.Suite
 	conn   *secio.Conn
+	rconn  *readErrConn // what the mux reads through: remembers why reading failed
 	mux    *mux.Session
 	opened time.Time
 
@@ -458,6 +460,12 @@ func (s *Session) run() {
 		st, err := s.mux.AcceptStream(s.ctx)
 		if err != nil {
 			if s.ctx.Err() == nil {
+				// The mux keeps the first error of its reader or writer; a write can fail
+				// (the secure conn closed itself) before the reader reports the bad frame
+				// that caused it. The read error is the cause.
+				if cause := s.rconn.cause(time.Second); cause != nil && !errors.Is(cause, net.ErrClosed) && !errors.Is(err, cause) {
+					err = cause
+				}
 				s.setErr(fmt.Errorf("%w: connection lost: %w", ErrSessionClosed, err))
 			}
 			break
@@ -896,4 +904,42 @@ func (ps *protoStream) finish(err error) {
 	s.checkIdleLocked()
 	s.mu.Unlock()
 	s.svc.emit(s.protoEvent(EventProtocolClosed, ps.proto.Name, ps.version, err))
+}
+
+// readErrConn passes reads and writes to the secure connection and remembers the first
+// read error.
+type readErrConn struct {
+	net.Conn
+	err    atomic.Pointer[error]
+	once   sync.Once
+	failed chan struct{} // closed when err is set
+}
+
+func newReadErrConn(c net.Conn) *readErrConn {
+	return &readErrConn{Conn: c, failed: make(chan struct{})}
+}
+
+func (c *readErrConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.err.CompareAndSwap(nil, &err)
+		c.once.Do(func() { close(c.failed) })
+	}
+	return n, err
+}
+
+// cause returns the first read error, waiting up to wait for the reader to report it: when
+// the mux has closed, the connection is closed and a read in progress returns promptly.
+func (c *readErrConn) cause(wait time.Duration) error {
+	if c == nil {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-c.failed:
+		return *c.err.Load()
+	case <-t.C:
+		return nil
+	}
 }
