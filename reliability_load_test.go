@@ -1,0 +1,314 @@
+package tendril
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tendril-p2p/tendril/hash/blake3"
+)
+
+// Load and soak. TestLoad runs 100 connections by default (50 with -short); TENDRIL_LOAD=1
+// runs 1,000 (TENDRIL_LOAD=N runs N). TestSoak churns connections for three rounds by
+// default; TENDRIL_SOAK=5m churns for five minutes.
+
+const loadStreams = 4
+
+func loadProtocols(h Handler) []Protocol {
+	ps := make([]Protocol, loadStreams)
+	for i := range ps {
+		ps[i] = Protocol{Name: fmt.Sprintf("/load%d", i), Versions: []string{"1"}, Handler: h}
+	}
+	return ps
+}
+
+// echoHandler sends every message back after checking it.
+type echoHandler struct{ bad atomic.Int64 }
+
+func (h *echoHandler) Connected(*Context, string) {}
+func (h *echoHandler) Disconnected(*Context)      {}
+func (h *echoHandler) Received(ctx *Context, msg []byte) {
+	if !checkDigest(msg) {
+		h.bad.Add(1)
+		return
+	}
+	if err := ctx.SendContext(context.Background(), msg); err != nil {
+		h.bad.Add(1)
+	}
+}
+
+// pinger sends timestamped digest messages one at a time on each stream and records the
+// round-trip times of the echoes.
+type pinger struct {
+	rounds int
+	mu     sync.Mutex
+	rtts   []time.Duration
+	bad    int
+	done   sync.WaitGroup // one per stream
+	got    map[*Context]int
+}
+
+func pingMsg(seq int) []byte {
+	m := digestMsg(seq, 128)
+	binary.BigEndian.PutUint64(m[40:], uint64(time.Now().UnixNano()))
+	sum := blake3.Sum256(m[32:])
+	copy(m, sum[:])
+	return m
+}
+
+func (p *pinger) Connected(*Context, string) {}
+func (p *pinger) Disconnected(*Context)      {}
+func (p *pinger) Received(ctx *Context, msg []byte) {
+	now := time.Now()
+	p.mu.Lock()
+	n := p.got[ctx]
+	ok := checkDigest(msg) && string(msg[32:40]) == fmt.Sprintf("%08d", n)
+	if !ok {
+		p.bad++
+	} else {
+		p.rtts = append(p.rtts, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(msg[40:])))))
+	}
+	n++
+	p.got[ctx] = n
+	p.mu.Unlock()
+	if n < p.rounds {
+		if err := ctx.Send(pingMsg(n)); err != nil {
+			p.mu.Lock()
+			p.bad++
+			p.mu.Unlock()
+		}
+	} else if n == p.rounds {
+		p.done.Done()
+	}
+}
+
+func envInt(t *testing.T, name string, def, on int) int {
+	v := os.Getenv(name)
+	switch v {
+	case "":
+		return def
+	case "1":
+		return on
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want 1 or a count", name, v)
+	}
+	return n
+}
+
+func TestLoad(t *testing.T) {
+	conns := 100
+	if testing.Short() {
+		conns = 50
+	}
+	conns = envInt(t, "TENDRIL_LOAD", conns, 1000)
+	const rounds = 10
+	checkNoLeaks(t)
+
+	echo := &echoHandler{}
+	srv := newService(t, Config{Protocols: loadProtocols(echo), MaxConnections: conns + 16})
+	addr := listen(t, srv)
+	g0 := runtime.NumGoroutine()
+	heap0 := liveHeap()
+
+	p := &pinger{rounds: rounds, got: make(map[*Context]int)}
+	clients := make([]*Service, conns)
+	sessions := make([]*Session, conns)
+	start := time.Now()
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := range conns {
+		c, err := New(Config{Protocols: loadProtocols(p), EventBuffer: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[i] = c
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			sess, err := c.Dial(ctx, addr)
+			if err != nil {
+				failed.Add(1)
+				t.Errorf("dial %d: %v", i, err)
+				return
+			}
+			for s := range loadStreams {
+				if err := sess.OpenProtocol(ctx, fmt.Sprintf("/load%d", s)); err != nil {
+					failed.Add(1)
+					t.Errorf("open %d/%d: %v", i, s, err)
+					return
+				}
+			}
+			sessions[i] = sess
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		var cw sync.WaitGroup
+		for _, c := range clients {
+			cw.Add(1)
+			go func() { defer cw.Done(); c.Close() }()
+		}
+		cw.Wait()
+	})
+	if failed.Load() > 0 {
+		t.FailNow()
+	}
+	setup := time.Since(start)
+	heapConns := liveHeap()
+	gConns := runtime.NumGoroutine()
+
+	// Every stream of every connection: rounds of ping, echo, verify.
+	p.done.Add(conns * loadStreams)
+	start = time.Now()
+	for _, sess := range sessions {
+		for s := range loadStreams {
+			if err := sess.Send(fmt.Sprintf("/load%d", s), pingMsg(0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	finished := make(chan struct{})
+	go func() { p.done.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("round trips did not complete")
+	}
+	exchange := time.Since(start)
+
+	p.mu.Lock()
+	rtts := slices.Clone(p.rtts)
+	bad := p.bad
+	p.mu.Unlock()
+	if bad > 0 || echo.bad.Load() > 0 {
+		t.Fatalf("%d bad echoes, %d bad messages at the server", bad, echo.bad.Load())
+	}
+	if want := conns * loadStreams * rounds; len(rtts) != want {
+		t.Fatalf("%d round trips, want %d", len(rtts), want)
+	}
+	slices.Sort(rtts)
+	q := func(f float64) time.Duration { return rtts[int(f*float64(len(rtts)-1))] }
+	perConn := (int64(heapConns) - int64(heap0)) / int64(conns)
+	t.Logf("load: %d connections x %d streams x %d round trips of 128 B: setup %v, exchange %v (%.0f round trips/s)",
+		conns, loadStreams, rounds, setup.Round(time.Millisecond), exchange.Round(time.Millisecond), float64(len(rtts))/exchange.Seconds())
+	t.Logf("load: round trip p50 %v, p99 %v, max %v", q(0.5), q(0.99), rtts[len(rtts)-1])
+	t.Logf("load: heap per connection %d KiB (both ends, %d streams open), goroutines per connection %.1f",
+		perConn>>10, loadStreams, float64(gConns-g0)/float64(conns))
+}
+
+// TestSoak churns connections (connect, open four streams, exchange, disconnect) and checks
+// that goroutines, descriptors and heap return to their baseline after every round.
+func TestSoak(t *testing.T) {
+	d := time.Duration(0)
+	if v := os.Getenv("TENDRIL_SOAK"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("TENDRIL_SOAK=%q: want a duration such as 5m", v)
+		}
+	}
+	const perRound = 20
+	checkNoLeaks(t)
+	echo := &echoHandler{}
+	srv := newService(t, Config{Protocols: loadProtocols(echo), EventBuffer: 16})
+	addr := listen(t, srv)
+
+	round := func() {
+		p := &pinger{rounds: 5, got: make(map[*Context]int)}
+		p.done.Add(perRound * loadStreams)
+		var wg sync.WaitGroup
+		for range perRound {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := New(Config{Protocols: loadProtocols(p), EventBuffer: 4})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer c.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				sess, err := c.Dial(ctx, addr)
+				if err != nil {
+					t.Error(err)
+					p.done.Add(-loadStreams)
+					return
+				}
+				for s := range loadStreams {
+					name := fmt.Sprintf("/load%d", s)
+					if err := sess.OpenProtocol(ctx, name); err != nil {
+						t.Error(err)
+						p.done.Done()
+						continue
+					}
+					if err := sess.Send(name, pingMsg(0)); err != nil {
+						t.Error(err)
+						p.done.Done()
+					}
+				}
+				// Wait for this round's exchanges before disconnecting.
+				waitCtx(ctx, &p.done)
+			}()
+		}
+		wg.Wait()
+		if p.bad > 0 || echo.bad.Load() > 0 {
+			t.Fatalf("bad messages: %d echoes, %d at the server", p.bad, echo.bad.Load())
+		}
+	}
+	settle := func() (int, uint64) {
+		deadline := time.Now().Add(20 * time.Second)
+		for len(srv.Sessions()) > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+		return runtime.NumGoroutine(), liveHeap()
+	}
+	round() // warm up pools and caches
+	g0, h0 := settle()
+	fd0 := openFDs()
+	n := 0
+	for end := time.Now().Add(d); n < 3 || time.Now().Before(end); n++ {
+		round()
+		g, h := settle()
+		fd := openFDs()
+		if n%10 == 0 || time.Now().After(end) {
+			t.Logf("soak round %d: goroutines %d (baseline %d), heap %d KiB (baseline %d KiB), fds %d (baseline %d)",
+				n, g, g0, h>>10, h0>>10, fd, fd0)
+		}
+		if g > g0 {
+			t.Fatalf("round %d: %d goroutines, baseline %d", n, g, g0)
+		}
+		if int64(h)-int64(h0) > 4<<20 {
+			t.Fatalf("round %d: heap %d KiB, baseline %d KiB", n, h>>10, h0>>10)
+		}
+		if fd > fd0 {
+			t.Fatalf("round %d: %d descriptors, baseline %d", n, fd, fd0)
+		}
+	}
+	t.Logf("soak: %d rounds of %d connections", n, perRound)
+}
+
+// waitCtx waits for wg or ctx.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
+	ch := make(chan struct{})
+	go func() { wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
