@@ -134,7 +134,7 @@ func BenchmarkRawSealOpen(b *testing.B) {
 // AES-128-GCM against crypto/tls 1.3 with TLS_AES_128_GCM_SHA256, same
 // write sizes, in the same run.
 func BenchmarkTCP(b *testing.B) {
-	for _, size := range []int{16 << 10, 64 << 10} {
+	for _, size := range []int{1 << 10, 16 << 10, 64 << 10} {
 		b.Run(fmt.Sprintf("secio/AES-128-GCM/%dKiB", size>>10), func(b *testing.B) {
 			ca, cb := testConfig("a"), testConfig("b")
 			ca.Ciphers = []aead.Suite{aead.AES128GCM}

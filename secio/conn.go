@@ -33,6 +33,10 @@ const (
 	// exactReadThreshold: a frame at least this long is read up to its end
 	// and no further, so that no partial next frame has to be moved.
 	exactReadThreshold = 8 << 10
+	// greedyBuffer is the smallest buffer borrowed for a frame shorter
+	// than exactReadThreshold, so that a burst of small frames is read a
+	// few KiB per system call.
+	greedyBuffer = 8 << 10
 )
 
 // Conn is a framed connection over another net.Conn: authenticated and
@@ -198,9 +202,14 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 			in.w = copy(in.buf, in.buf[in.r:in.w])
 			in.r = 0
 		} else {
-			// Borrow a buffer sized to the frame in hand; settle gives it
-			// back once the frame has been consumed.
-			pooled := getBuffer(n)
+			// Borrow a buffer for the frame in hand (and, for a short one,
+			// what follows it); settle gives it back once no unread
+			// byte is left in it.
+			size := n
+			if !exact {
+				size = max(n, greedyBuffer)
+			}
+			pooled := getBuffer(size)
 			nb := *pooled
 			in.w = copy(nb, in.buf[in.r:in.w])
 			in.r = 0

@@ -469,9 +469,9 @@ func TestPartialFrameTail(t *testing.T) {
 	big := sealForTest(t, a, bytes.Repeat([]byte{1}, 1400))
 	next := sealForTest(t, a, bytes.Repeat([]byte{2}, 150))
 	a.out.mu.Unlock()
-	// One frame that needs a pooled buffer (1536 bytes, room for 116 more),
-	// then part of the next: the greedy read takes both.
-	if room := classSize(bufferClass(len(big))) - len(big); room < 100 {
+	// One frame that needs a pooled buffer (greedyBuffer bytes), then part
+	// of the next: the greedy read takes both.
+	if room := classSize(bufferClass(greedyBuffer)) - len(big); room < 100 {
 		t.Fatalf("the pooled buffer has room for only %d bytes after the frame", room)
 	}
 	x.Write(append(append([]byte(nil), big...), next[:100]...))
@@ -577,4 +577,39 @@ func TestNoProgressReader(t *testing.T) {
 	if _, err := l.Read(make([]byte, 10)); !errors.Is(err, io.ErrNoProgress) {
 		t.Fatalf("Read: %v, want io.ErrNoProgress", err)
 	}
+}
+
+// readCountConn counts Read calls on the underlying connection.
+type readCountConn struct {
+	net.Conn
+	reads int
+}
+
+func (c *readCountConn) Read(p []byte) (int, error) {
+	c.reads++
+	return c.Conn.Read(p)
+}
+
+func TestBurstReadsFewSyscalls(t *testing.T) {
+	x, y := newBufPair()
+	ry := &readCountConn{Conn: y}
+	a, b := rawPair(t, x, ry, aead.AES128GCM)
+	const frames, size = 20, 300 // 6.4 KB of frames longer than the small array
+	for range frames {
+		if _, err := a.Write(make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 4096)
+	for range frames {
+		if _, err := io.ReadFull(b, buf[:size]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One read into the small array, then one into a greedy buffer that
+	// takes the whole burst.
+	if ry.reads > 2 {
+		t.Fatalf("%d frames took %d reads", frames, ry.reads)
+	}
+	holdsNoBuffer(t, b)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,20 +12,26 @@ import (
 
 // latencyConn is one end of an in-memory connection whose every Write
 // reaches the other end a fixed delay later (one-way latency, unlimited
-// bandwidth), for counting the flights of a protocol on a clock.
+// bandwidth). It counts flights: each Write is tagged with its depth, one
+// more than the deepest message this end had read when it wrote (a Read
+// returns bytes of one Write at a time), so a message sent in reply to
+// the n-th flight is flight n+1 whatever the scheduling.
 type latencyConn struct {
 	in, out chan delayed
 	delay   time.Duration
 	rest    []byte
 	done    chan struct{}
 	once    *sync.Once
-	mu      sync.Mutex
-	writes  int
+
+	mu     sync.Mutex
+	depth  int   // deepest flight read so far
+	writes []int // flight of each Write
 }
 
 type delayed struct {
-	at   time.Time
-	data []byte
+	at    time.Time
+	depth int
+	data  []byte
 }
 
 func newLatencyPair(delay time.Duration) (*latencyConn, *latencyConn) {
@@ -41,6 +48,9 @@ func (c *latencyConn) Read(p []byte) (int, error) {
 		case d := <-c.in:
 			time.Sleep(time.Until(d.at))
 			c.rest = d.data
+			c.mu.Lock()
+			c.depth = max(c.depth, d.depth)
+			c.mu.Unlock()
 		case <-c.done:
 			return 0, io.EOF
 		}
@@ -52,20 +62,22 @@ func (c *latencyConn) Read(p []byte) (int, error) {
 
 func (c *latencyConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
-	c.writes++
+	depth := c.depth + 1
+	c.writes = append(c.writes, depth)
 	c.mu.Unlock()
 	select {
-	case c.out <- delayed{at: time.Now().Add(c.delay), data: append([]byte(nil), p...)}:
+	case c.out <- delayed{at: time.Now().Add(c.delay), depth: depth, data: append([]byte(nil), p...)}:
 		return len(p), nil
 	case <-c.done:
 		return 0, net.ErrClosed
 	}
 }
 
-func (c *latencyConn) count() int {
+// flights returns the flight of each Write so far.
+func (c *latencyConn) flights() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.writes
+	return slices.Clone(c.writes)
 }
 
 func (c *latencyConn) Close() error                       { c.once.Do(func() { close(c.done) }); return nil }
@@ -75,16 +87,14 @@ func (c *latencyConn) SetDeadline(t time.Time) error      { return nil }
 func (c *latencyConn) SetReadDeadline(t time.Time) error  { return nil }
 func (c *latencyConn) SetWriteDeadline(t time.Time) error { return nil }
 
-// TestHandshakeFlights checks the handshake's latency on a link with a
-// one-way delay D: both sides complete after three flights (3D: Proposes,
-// Exchanges, Confirms, each pair in flight at once), each side writes three
-// messages, and the first request and its response take one flight each
-// (the response arrives at 5D), with no extra round trip.
+// TestHandshakeFlights checks the handshake's latency: each side writes
+// three messages, in flights 1, 2 and 3 (Proposes, Exchanges, Confirms,
+// each pair in flight at once), and the first request and its response
+// are flights 4 and 5, with no extra round trip. On the link's one-way
+// delay D, the handshake cannot end before 3D nor the response arrive
+// before 5D.
 func TestHandshakeFlights(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes a few hundred milliseconds")
-	}
-	const d = 60 * time.Millisecond
+	const d = 20 * time.Millisecond
 	x, y := newLatencyPair(d)
 	defer x.Close()
 	start := time.Now()
@@ -107,12 +117,14 @@ func TestHandshakeFlights(t *testing.T) {
 	if errA != nil || errB != nil {
 		t.Fatal(errA, errB)
 	}
-	if x.count() != 3 || y.count() != 3 {
-		t.Fatalf("handshake writes: client %d, server %d, want 3 each", x.count(), y.count())
+	for _, c := range []*latencyConn{x, y} {
+		if f := c.flights(); !slices.Equal(f, []int{1, 2, 3}) {
+			t.Fatalf("handshake writes in flights %v, want [1 2 3]", f)
+		}
 	}
 	for i, el := range done {
-		if el < 3*d || el >= 4*d {
-			t.Fatalf("side %d completed after %v, want 3 flights (%v to %v)", i, el, 3*d, 4*d)
+		if el < 3*d {
+			t.Fatalf("side %d completed after %v, before 3 flights", i, el)
 		}
 	}
 	// The client's request goes out as soon as Client returns; the server
@@ -136,7 +148,13 @@ func TestHandshakeFlights(t *testing.T) {
 	if err := <-echo; err != nil {
 		t.Fatal(err)
 	}
-	if el := time.Since(start); el < 5*d || el >= 6*d {
-		t.Fatalf("first response after %v, want 5 flights (%v to %v)", el, 5*d, 6*d)
+	if f := x.flights(); !slices.Equal(f, []int{1, 2, 3, 4}) {
+		t.Fatalf("client writes in flights %v, want the request in flight 4", f)
+	}
+	if f := y.flights(); !slices.Equal(f, []int{1, 2, 3, 5}) {
+		t.Fatalf("server writes in flights %v, want the response in flight 5", f)
+	}
+	if el := time.Since(start); el < 5*d {
+		t.Fatalf("first response after %v, before 5 flights", el)
 	}
 }

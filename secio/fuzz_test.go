@@ -107,7 +107,7 @@ func FuzzFrameReader(f *testing.F) {
 		}
 		// Never read into more than a buffer for one maximum frame,
 		// whatever the input; after the final error nothing is held.
-		if limit := classSize(bufferClass(maxFrame + 16 + frameHeaderSize)); fc.maxRead > limit {
+		if limit := max(classSize(bufferClass(maxFrame+16+frameHeaderSize)), greedyBuffer); fc.maxRead > limit {
 			t.Fatalf("read into a %d-byte buffer, limit %d", fc.maxRead, limit)
 		}
 		if c.in.pooled != nil || len(c.in.buf) != smallRead {
