@@ -437,6 +437,7 @@ func (s *Session) openStream(ctx context.Context, p *Protocol) (*mux.Stream, str
 		return nil, "", fmt.Errorf("tendril: open %s: %w", p.Name, err)
 	}
 	version, err := protocol.Negotiate(ctx, st, p.Name, p.Versions)
+	st.Shrink() // what negotiation buffered is consumed; an idle stream keeps no buffer
 	if err != nil {
 		st.Reset()
 		err = fmt.Errorf("tendril: negotiate %s: %w", p.Name, err)
@@ -488,6 +489,7 @@ func (s *Session) acceptProtocol(st *mux.Stream) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.svc.cfg.NegotiationTimeout)
 	info, version, err := protocol.Accept(ctx, st, s.svc.registry)
 	cancel()
+	st.Shrink()
 	if err != nil {
 		st.Close() // not Reset: the refusal must reach the opener
 		s.svc.emit(s.protoEvent(EventNegotiationFailed, info.Name, "", fmt.Errorf("tendril: accept protocol: %w", err)))
@@ -556,30 +558,23 @@ func (s *Session) startRaw(ps *protoStream) {
 		return
 	}
 	s.raw[ps] = struct{}{}
-	s.wg.Add(2)
+	s.wg.Add(1)
 	ps.wclosed = true
 	s.mu.Unlock()
 	close(ps.wdone)
 	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
-	served := make(chan struct{})
+	// When the session goes, reset the stream so that a handler stuck in I/O returns.
+	stop := context.AfterFunc(s.ctx, func() { ps.st.Reset() })
 	go func() {
 		defer s.wg.Done()
 		err := callHandler(ps.proto.Name, func() { ps.proto.StreamHandler.ServeStream(ps.ctx, ps.version, ps.st) })
-		close(served)
+		stop()
 		if err != nil {
 			s.svc.log.Error("stream handler panicked", "protocol", ps.proto.Name, "err", err)
 		}
 		ps.closeLocal()
 		lingerClose(ps.st, s.svc.cfg.ShutdownTimeout)
 		ps.finish(err)
-	}()
-	go func() {
-		defer s.wg.Done()
-		select {
-		case <-served:
-		case <-s.ctx.Done():
-			ps.st.Reset() // the session is going: make a handler stuck in I/O return
-		}
 	}()
 }
 

@@ -151,5 +151,10 @@ func (st *Stream) LocalAddr() net.Addr { return st.s.LocalAddr() }
 // RemoteAddr returns the remote address of the session's connection.
 func (st *Stream) RemoteAddr() net.Addr { return st.s.RemoteAddr() }
 
+// Shrink releases the stream's receive buffer if it holds no unread data. Call it at points
+// where a stream is likely to stay idle (after a negotiation, say): the buffer grows to the
+// largest burst received and is otherwise kept for the stream's life.
+func (st *Stream) Shrink() { st.ys.Shrink() }
+
 // Session returns the session the stream belongs to.
 func (st *Stream) Session() *Session { return st.s }
