@@ -495,6 +495,12 @@ func (c *Conn) Close() error {
 		first = true
 		c.closed.Store(true)
 		c.closeErr = c.conn.Close()
+		// Give back a buffer holding part of a frame, unless a Read is
+		// in progress (it does so itself when it fails).
+		if c.in.mu.TryLock() {
+			c.in.drop()
+			c.in.mu.Unlock()
+		}
 	})
 	if first {
 		return c.closeErr

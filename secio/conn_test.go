@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -612,4 +613,53 @@ func TestBurstReadsFewSyscalls(t *testing.T) {
 		t.Fatalf("%d frames took %d reads", frames, ry.reads)
 	}
 	holdsNoBuffer(t, b)
+}
+
+func TestCloseGivesBufferBack(t *testing.T) {
+	x, y := newBufPair()
+	a, b := rawPair(t, x, y, aead.AES128GCM)
+	a.out.mu.Lock()
+	f := sealForTest(t, a, make([]byte, 5000))
+	a.out.mu.Unlock()
+	x.Write(f[:3000])
+	// A Read that has to stop at a partial frame keeps it in a pooled
+	// buffer; a deadline would do this on a real conn, here the transport
+	// ends.
+	x.Close()
+	if _, err := b.Read(make([]byte, 10)); err != io.ErrUnexpectedEOF {
+		t.Fatalf("Read: %v", err)
+	}
+	holdsNoBuffer(t, b)
+
+	// The same partial frame, left behind by a timed-out Read, goes back
+	// on Close.
+	x2, y2 := newBufPair()
+	a2, b2 := rawPair(t, x2, &timeoutAfterConn{y2}, aead.AES128GCM)
+	a2.out.mu.Lock()
+	f2 := sealForTest(t, a2, make([]byte, 5000))
+	a2.out.mu.Unlock()
+	x2.Write(f2[:3000])
+	if _, err := b2.Read(make([]byte, 10)); !isTimeout(err) {
+		t.Fatalf("Read: %v, want a timeout", err)
+	}
+	if b2.in.pooled == nil {
+		t.Fatal("the partial frame was not kept")
+	}
+	b2.Close()
+	holdsNoBuffer(t, b2)
+}
+
+// timeoutAfterConn returns a timeout instead of blocking when nothing is
+// buffered.
+type timeoutAfterConn struct{ *bufConn }
+
+func (c *timeoutAfterConn) Read(p []byte) (int, error) {
+	in := c.bufConn.in
+	in.mu.Lock()
+	empty := in.r == len(in.buf)
+	in.mu.Unlock()
+	if empty {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return c.bufConn.Read(p)
 }
