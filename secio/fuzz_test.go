@@ -79,11 +79,13 @@ func FuzzFrameReader(f *testing.F) {
 	sa.Write(make([]byte, 3000))
 	var seed bytes.Buffer
 	io.Copy(&seed, io.LimitReader(&bufConnReader{y}, int64(len(y.in.buf))))
-	f.Add(seed.Bytes(), false)
-	f.Add([]byte{0, 0, 0, 16}, false)
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, true)
-	f.Add([]byte{0, 0, 0, 0x20, 1, 2, 3}, true)
-	f.Fuzz(func(t *testing.T, data []byte, legacy bool) {
+	f.Add(seed.Bytes(), false, uint16(100))
+	f.Add(seed.Bytes(), false, uint16(4096))
+	f.Add(seed.Bytes(), false, uint16(1))
+	f.Add([]byte{0, 0, 0, 16}, false, uint16(100))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, true, uint16(100))
+	f.Add([]byte{0, 0, 0, 0x20, 1, 2, 3}, true, uint16(7))
+	f.Fuzz(func(t *testing.T, data []byte, legacy bool, readSize uint16) {
 		var c *Conn
 		fc := &fuzzConn{r: bytes.NewReader(data)}
 		const maxFrame = 4096
@@ -93,7 +95,9 @@ func FuzzFrameReader(f *testing.F) {
 			_, c = rawPair(t, fc, fc, aead.AES128GCM)
 			c.in.maxLen = maxFrame + 16
 		}
-		buf := make([]byte, 100)
+		// Reads of every size: into the caller's buffer when a frame fits,
+		// through the Conn's buffer otherwise.
+		buf := make([]byte, 1+int(readSize)%8192)
 		total := 0
 		for {
 			n, err := c.Read(buf)
