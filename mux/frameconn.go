@@ -69,6 +69,10 @@ type frameConn struct {
 	// Ping requests received and not yet answered.
 	pings atomic.Int32
 
+	// onClose runs when yamux closes the connection, which it does right after it starts
+	// shutting the session down.
+	onClose func()
+
 	// Read side.
 	rcarry  [FrameHeaderSize]byte // a header split across reads
 	rcarryN int
@@ -248,6 +252,9 @@ func (c *frameConn) flusher() {
 // Close closes the underlying connection first, so that a blocked write
 // returns, then stops the flusher.
 func (c *frameConn) Close() error {
+	if c.onClose != nil {
+		c.onClose()
+	}
 	err := c.Conn.Close()
 	c.pmu.Lock()
 	c.closed = true

@@ -22,6 +22,47 @@ type Session struct {
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup // Ping and blocked OpenStream goroutines
+
+	// readers are the streams inside a Read. hashicorp/yamux v0.1.2's Stream.Read loops
+	// without blocking from the moment the session starts shutting down until it marks the
+	// stream closed, which can take long when those very loops hold both CPUs; so shutdown
+	// first expires their read deadlines, which ends the loops at once.
+	rmu      sync.Mutex
+	readers  map[*Stream]struct{}
+	shutdown bool
+}
+
+// enterRead registers a Read; it reports false if the session is shutting down.
+func (s *Session) enterRead(st *Stream) bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if s.shutdown {
+		return false
+	}
+	s.readers[st] = struct{}{}
+	return true
+}
+
+func (s *Session) exitRead(st *Stream) {
+	s.rmu.Lock()
+	delete(s.readers, st)
+	s.rmu.Unlock()
+}
+
+// wakeReaders runs when the session starts shutting down.
+func (s *Session) wakeReaders() {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	s.shutdown = true
+	for st := range s.readers {
+		_ = st.ys.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+func (s *Session) isShutdown() bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.shutdown
 }
 
 // Client starts the client side of a session over conn. A nil cfg means
@@ -45,6 +86,8 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 	}
 	tr := newTracker(c.MaxStreams, c.AcceptBacklog)
 	fc := newFrameConn(conn, tr, int(c.MaxStreamWindow)+FrameHeaderSize)
+	s := &Session{fc: fc, tr: tr, conn: conn, readers: make(map[*Stream]struct{})}
+	fc.onClose = s.wakeReaders // before yamux starts the goroutines that may call it
 	var ys *yamux.Session
 	if client {
 		ys, err = yamux.Client(fc, c.yamuxConfig())
@@ -54,7 +97,8 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Session{ys: ys, fc: fc, tr: tr, conn: conn}, nil
+	s.ys = ys
+	return s, nil
 }
 
 // OpenStream opens a new stream. It returns ErrTooManyStreams if the session

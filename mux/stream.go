@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync/atomic"
@@ -51,7 +52,18 @@ func (st *Stream) Read(p []byte) (int, error) {
 	if err := st.localErr(); err != nil {
 		return 0, err
 	}
+	if !st.s.enterRead(st) {
+		return st.readAfterShutdown(p)
+	}
 	n, err := st.ys.Read(p)
+	st.s.exitRead(st)
+	if err != nil && !errors.Is(err, io.EOF) && st.s.isShutdown() {
+		// Our shutdown deadline (see Session.readers), or an error of the dying session.
+		if n > 0 {
+			return n, nil
+		}
+		return st.readAfterShutdown(p)
+	}
 	switch {
 	case err == io.EOF:
 		// yamux also reports io.EOF when the session dies under the stream;
@@ -98,6 +110,24 @@ func (st *Stream) mapErr(err error) error {
 		return ErrSessionClosed
 	}
 	return mapErr(err)
+}
+
+// readAfterShutdown reads once the session is shutting down: data that yamux still buffers
+// for the stream is delivered (a read deadline in the past still reads buffered data), then
+// the session's end is reported.
+func (st *Stream) readAfterShutdown(p []byte) (int, error) {
+	_ = st.ys.SetReadDeadline(aLongTimeAgo)
+	n, err := st.ys.Read(p)
+	if n > 0 {
+		return n, nil
+	}
+	if err == io.EOF && st.s.tr.finReceived(st.ys.StreamID()) {
+		return 0, io.EOF // the peer had ended the stream cleanly before the session went
+	}
+	if lerr := st.localErr(); lerr != nil {
+		return 0, lerr
+	}
+	return 0, ErrSessionClosed
 }
 
 // CloseWrite half-closes the stream: the peer reads io.EOF after the data
