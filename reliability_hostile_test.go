@@ -30,6 +30,7 @@ func hostileConfig(h Handler) Config {
 		HandshakeTimeout:   2 * time.Second,
 		NegotiationTimeout: 2 * time.Second,
 		ShutdownTimeout:    2 * time.Second,
+		EventBuffer:        4096, // the tests count events that arrive in bursts of hundreds
 	}
 }
 

@@ -51,8 +51,8 @@ type Kind int
 const (
 	// FlipBit flips bit Bit of byte Offset of the record (offsets 0 to 3 are the length).
 	FlipBit Kind = iota + 1
-	// Truncate forwards the first Offset bytes of the record, then closes both connections
-	// (an orderly FIN, not a reset).
+	// Truncate forwards the first Offset bytes of the record, then ends this direction with
+	// an orderly FIN (not a reset) and discards whatever the sender still sends.
 	Truncate
 	// Delay waits Delay before forwarding the record (later records queue behind it).
 	Delay
@@ -333,7 +333,13 @@ func (p *Proxy) pump(pr *pair, src, dst *net.TCPConn, dir Direction, faults []Fa
 			case FlipBit:
 				rec[min(f.Offset, len(rec)-1)] ^= 1 << (f.Bit & 7)
 			case Truncate:
+				// End the stream after the cut with a FIN, and keep reading (and
+				// discarding) what the sender still sends: closing a socket with unread
+				// data would send a reset, and the receiver might see that instead of
+				// the cut.
 				_ = write(rec[:min(f.Offset, len(rec))])
+				_ = dst.CloseWrite()
+				_, _ = io.Copy(io.Discard, r)
 				pr.abort(false)
 				return
 			case Delay:
