@@ -53,7 +53,8 @@ type Config struct {
 	DialTimeout time.Duration
 	// HandshakeTimeout bounds the secio handshake. Default 10 s.
 	HandshakeTimeout time.Duration
-	// NegotiationTimeout bounds protocol negotiation on a new stream. Default 10 s.
+	// NegotiationTimeout bounds protocol negotiation on a stream this node opens. Default
+	// 10 s. A stream the peer opens gets half as long again to send its request.
 	NegotiationTimeout time.Duration
 	// ShutdownTimeout bounds the graceful part of Close. Default 5 s.
 	ShutdownTimeout time.Duration

@@ -500,8 +500,8 @@ func (s *Service) Disconnect(id secio.PeerID) error {
 	return sess.Close()
 }
 
-// OpenProtocol opens the named protocol with the peer, negotiating the version. It returns
-// once both sides' handlers have been told (Connected), or at once if the protocol is open.
+// OpenProtocol opens the named protocol with the peer, negotiating the version; see
+// Session.OpenProtocol.
 func (s *Service) OpenProtocol(ctx context.Context, id secio.PeerID, name string) error {
 	sess := s.Session(id)
 	if sess == nil {

@@ -340,8 +340,11 @@ func (s *Session) stream(name string) *protoStream {
 // OpenProtocol opens the named protocol on this session and negotiates its version.
 //
 // For a message-mode protocol (Protocol.Handler) a session has at most one stream per
-// protocol: OpenProtocol returns nil once it is established (both handlers have had
-// Connected), or at once if it is already open. For a raw-mode protocol
+// protocol: OpenProtocol returns nil once it is negotiated and this side's handler is
+// starting (Connected comes before any message), or at once if it is already open. Messages
+// sent from here right away reach the peer's handler after its Connected; the peer's own
+// side is registered as it sends its answer, so a Send there may briefly find it not yet
+// open (ErrProtocolNotOpen) if it races this call from another goroutine. For a raw-mode protocol
 // (Protocol.StreamHandler) every call opens a new stream and runs the local StreamHandler
 // on it, as the remote one runs on the other end.
 //
@@ -486,7 +489,10 @@ func (s *Session) run() {
 
 func (s *Session) acceptProtocol(st *mux.Stream) {
 	defer s.wg.Done()
-	ctx, cancel := context.WithTimeout(s.ctx, s.svc.cfg.NegotiationTimeout)
+	// The acceptor waits half as long again as the opener: when a request stalls, the opener
+	// (whose timer started first) must be the one to time out and report it, rather than see
+	// the acceptor give up and close the stream a moment earlier.
+	ctx, cancel := context.WithTimeout(s.ctx, s.svc.cfg.NegotiationTimeout*3/2)
 	info, version, err := protocol.Accept(ctx, st, s.svc.registry)
 	cancel()
 	st.Shrink()
