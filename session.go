@@ -501,12 +501,16 @@ func (s *Session) acceptProtocol(st *mux.Stream) {
 		s.svc.emit(s.protoEvent(EventNegotiationFailed, info.Name, "", fmt.Errorf("tendril: accept protocol: %w", err)))
 		return
 	}
+	// This goroutine goes on to serve the stream: a goroutine per accepted stream, not two.
 	s.startStream(s.svc.protocols[info.Name], version, st, false)
 }
 
 // startStream registers a negotiated stream and starts its goroutines. A message-mode
 // protocol has at most one stream per session; when both sides opened it at once, both keep
 // the stream opened by the session's dialling side and close the other.
+//
+// An outbound stream is served on a new goroutine (the caller of OpenProtocol returns); an
+// inbound one on the calling goroutine, the one that accepted and negotiated it.
 func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbound bool) {
 	ps := &protoStream{
 		sess:     s,
@@ -551,7 +555,16 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 		replaced.abort()
 	}
 	s.svc.emit(s.protoEvent(EventProtocolOpened, p.Name, version, nil))
-	go ps.readLoop()
+	serve(outbound, ps.readLoop)
+}
+
+// serve runs fn on a new goroutine, or on this one.
+func serve(newGoroutine bool, fn func()) {
+	if newGoroutine {
+		go fn()
+	} else {
+		fn()
+	}
 }
 
 // startRaw runs a StreamHandler on its own goroutine, and closes the stream when the
@@ -571,7 +584,7 @@ func (s *Session) startRaw(ps *protoStream) {
 	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
 	// When the session goes, reset the stream so that a handler stuck in I/O returns.
 	stop := context.AfterFunc(s.ctx, func() { ps.st.Reset() })
-	go func() {
+	serve(ps.outbound, func() {
 		defer s.wg.Done()
 		err := callHandler(ps.proto.Name, func() { ps.proto.StreamHandler.ServeStream(ps.ctx, ps.version, ps.st) })
 		stop()
@@ -581,7 +594,7 @@ func (s *Session) startRaw(ps *protoStream) {
 		ps.closeLocal()
 		lingerClose(ps.st, s.svc.cfg.ShutdownTimeout)
 		ps.finish(err)
-	}()
+	})
 }
 
 // lingerClose ends a raw stream whose handler has returned: it sends end-of-stream after what
