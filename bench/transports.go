@@ -248,10 +248,45 @@ type stdServer struct {
 	muxed    bool
 	conns    atomic.Int64
 	wg       sync.WaitGroup
-	mu       sync.Mutex
-	open     map[io.Closer]struct{}
-	closed   bool
+	open     closerSet
 	yamuxCfg *yamux.Config
+}
+
+// closerSet holds a server's open connections and streams, so that Close can close them.
+type closerSet struct {
+	mu     sync.Mutex
+	m      map[io.Closer]struct{}
+	closed bool
+}
+
+// track adds c, or reports false once the set is closed.
+func (s *closerSet) track(c io.Closer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.m == nil {
+		s.m = make(map[io.Closer]struct{})
+	}
+	s.m[c] = struct{}{}
+	return true
+}
+
+func (s *closerSet) untrack(c io.Closer) {
+	s.mu.Lock()
+	delete(s.m, c)
+	s.mu.Unlock()
+}
+
+// closeAll closes everything tracked and refuses what comes later.
+func (s *closerSet) closeAll() {
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.m {
+		c.Close()
+	}
+	s.mu.Unlock()
 }
 
 func yamuxConfig() *yamux.Config {
@@ -266,7 +301,7 @@ func startStd(_ context.Context, useTLS, muxed bool) (server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &stdServer{ln: ln, muxed: muxed, open: map[io.Closer]struct{}{}, yamuxCfg: yamuxConfig()}
+	s := &stdServer{ln: ln, muxed: muxed, yamuxCfg: yamuxConfig()}
 	if useTLS {
 		s.tlsSrv, s.tlsCli, err = tlsConfigs()
 		if err != nil {
@@ -317,21 +352,9 @@ func tlsConfigs() (srv, cli *tls.Config, err error) {
 	return srv, cli, nil
 }
 
-func (s *stdServer) track(c io.Closer) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.open[c] = struct{}{}
-	return true
-}
+func (s *stdServer) track(c io.Closer) bool { return s.open.track(c) }
 
-func (s *stdServer) untrack(c io.Closer) {
-	s.mu.Lock()
-	delete(s.open, c)
-	s.mu.Unlock()
-}
+func (s *stdServer) untrack(c io.Closer) { s.open.untrack(c) }
 
 func (s *stdServer) accept() {
 	defer s.wg.Done()
@@ -449,12 +472,7 @@ func (s *stdServer) dialOne(ctx context.Context) (net.Conn, error) {
 
 func (s *stdServer) Close() error {
 	err := s.ln.Close()
-	s.mu.Lock()
-	s.closed = true
-	for c := range s.open {
-		c.Close()
-	}
-	s.mu.Unlock()
+	s.open.closeAll()
 	s.wg.Wait()
 	return err
 }
@@ -525,9 +543,7 @@ type libp2pServer struct {
 	ln       transport.Listener
 	conns    atomic.Int64
 	wg       sync.WaitGroup
-	mu       sync.Mutex
-	open     map[io.Closer]struct{}
-	closed   bool
+	open     closerSet
 }
 
 // libp2pTransport builds a TCP transport with one security protocol and
@@ -583,27 +599,15 @@ func startLibp2p(_ context.Context, security string) (server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &libp2pServer{security: security, srvTpt: srvTpt, cliTpt: cliTpt, srvID: srvID, ln: ln, open: map[io.Closer]struct{}{}}
+	s := &libp2pServer{security: security, srvTpt: srvTpt, cliTpt: cliTpt, srvID: srvID, ln: ln}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
 }
 
-func (s *libp2pServer) track(c io.Closer) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.open[c] = struct{}{}
-	return true
-}
+func (s *libp2pServer) track(c io.Closer) bool { return s.open.track(c) }
 
-func (s *libp2pServer) untrack(c io.Closer) {
-	s.mu.Lock()
-	delete(s.open, c)
-	s.mu.Unlock()
-}
+func (s *libp2pServer) untrack(c io.Closer) { s.open.untrack(c) }
 
 func (s *libp2pServer) accept() {
 	defer s.wg.Done()
@@ -662,12 +666,7 @@ func (s *libp2pServer) Conns() int { return int(s.conns.Load()) }
 
 func (s *libp2pServer) Close() error {
 	err := s.ln.Close()
-	s.mu.Lock()
-	s.closed = true
-	for c := range s.open {
-		c.Close()
-	}
-	s.mu.Unlock()
+	s.open.closeAll()
 	s.wg.Wait()
 	return err
 }
