@@ -218,7 +218,7 @@ type lanes struct {
 	outs    [16]*byte
 	strides [16]uint64
 	state   [64]uint32
-	scratch [64]byte // where idle lanes read and write (a kernel loads 64 bytes at once)
+	scratch [BlockSize]byte // where idle lanes read and write
 }
 
 // runLanes runs every message through the lane kernel of impl, width lanes

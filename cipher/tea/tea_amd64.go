@@ -30,7 +30,7 @@ func decryptChain(k *[4]uint32, dst, src []byte) {
 
 var (
 	hasAVX2   = cpu.X86.HasAVX2
-	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasMOVBE
 )
 
 // batchImpl is the batch implementation in use; tests switch it.

@@ -79,7 +79,6 @@ func genAVX2(name string, decrypt bool) {
 	loop := name + "_loop"
 	Label(loop)
 	var vs [][2]reg.VecVirtual
-	var bs [][2]reg.VecVirtual
 	for g := 0; g < 2; g++ {
 		// Gather lanes 8g..8g+3 and 8g+4..8g+7, reverse each dword's bytes,
 		// split into high (b0) and low (b1) words in lane order.
@@ -113,7 +112,6 @@ func genAVX2(name string, decrypt bool) {
 			VMOVDQU(b1, xsave.Offset(64*g+32))
 		}
 		vs = append(vs, v)
-		bs = append(bs, [2]reg.VecVirtual{b0, b1})
 	}
 	if !decrypt {
 		ymmRounds(vs, k, encRounds(), false)

@@ -7,8 +7,10 @@
 //     half-round dependency chain shortened to four operations.
 //   - encryptLanesAVX2 / decryptLanesAVX2: 8 messages in the 32-bit lanes of
 //     YMM registers.
-//   - encryptLanesAVX512 / decryptLanesAVX512: 16 messages in ZMM lanes, with
-//     VPTERNLOGD for the three-way XOR.
+//   - encryptLanesAVX512 / decryptLanesAVX512: 16 messages as two groups of
+//     8 lanes in EVEX-encoded YMM registers, with VPTERNLOGD for the
+//     three-way XOR; block words staged through general-purpose registers
+//     (MOVBE) during the rounds instead of vector shuffles.
 //
 // The function signatures are given explicitly so that the generator never
 // imports package tea.
