@@ -65,7 +65,8 @@ type Service struct {
 	pending   int // handshakes in progress, counted against MaxConnections
 	nextID    uint64
 	keepAlive time.Duration // ping period for every session; <= 0: none
-	pinging   bool          // the keepalive goroutine runs
+	pinging   bool          // the keepalive timer is armed
+	kaTimer   *time.Timer   // runs keepAliveTick; created on the first session
 	wg        sync.WaitGroup
 	done      chan struct{}
 }
@@ -404,8 +405,11 @@ func (s *Service) register(sess *Session) (*Session, error) {
 	s.wg.Add(1)
 	if s.keepAlive > 0 && !s.pinging {
 		s.pinging = true
-		s.wg.Add(1)
-		go s.keepAliveLoop()
+		if s.kaTimer == nil {
+			s.kaTimer = time.AfterFunc(s.keepAlive, s.keepAliveTick)
+		} else {
+			s.kaTimer.Reset(s.keepAlive)
+		}
 	}
 	s.mu.Unlock()
 
@@ -445,22 +449,29 @@ func comparePeerIDs(a, b secio.PeerID) int {
 	return len(ab) - len(bb)
 }
 
-// keepAliveLoop pings every session each keepAlive period; a session whose ping is not
-// answered within the mux's ConnectionWriteTimeout is closed. It runs until Close.
-func (s *Service) keepAliveLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.keepAlive)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		for _, sess := range s.Sessions() {
-			sess.ping(s.cfg.Mux.ConnectionWriteTimeout)
-		}
+// keepAliveTick pings every session; a session whose ping is not answered within the mux's
+// ConnectionWriteTimeout is closed. It runs on the timer's goroutine every keepAlive period
+// while the Service has sessions: no goroutine of the Service waits in between.
+func (s *Service) keepAliveTick() {
+	s.mu.Lock()
+	if s.closed || len(s.sessions) == 0 {
+		s.pinging = false
+		s.mu.Unlock()
+		return
 	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	for _, sess := range s.Sessions() {
+		sess.ping(s.cfg.Mux.ConnectionWriteTimeout)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.pinging = false
+	} else {
+		s.kaTimer.Reset(s.keepAlive)
+	}
+	s.mu.Unlock()
 }
 
 func (s *Service) unregister(sess *Session) {
@@ -565,6 +576,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	if s.kaTimer != nil {
+		s.kaTimer.Stop()
+	}
 	listeners := make([]*listener, 0, len(s.listeners))
 	for l := range s.listeners {
 		listeners = append(listeners, l)

@@ -95,7 +95,7 @@ func (s *Session) start() {
 	svc.log.Info("session opened", "peer", s.peer.String(), "addr", s.remote.Transport.String(),
 		"dir", s.dir.String(), "suite", suiteName(s), "secure", s.secure)
 	svc.emit(s.event(EventSessionOpened, nil))
-	go s.run()
+	s.mux.Serve(s.acceptStream, s.muxClosed)
 	if s.dir == Outbound {
 		for i := range svc.cfg.Protocols {
 			p := &svc.cfg.Protocols[i]
@@ -170,7 +170,14 @@ func (s *Session) setErr(err error) {
 // closeWith closes the session at once, recording why.
 func (s *Session) closeWith(err error) {
 	s.setErr(err)
+	s.end()
+}
+
+// end cancels the session's context and closes its connection without waiting; the mux then
+// reports the close to muxClosed, which tears the session down.
+func (s *Session) end() {
 	s.cancel()
+	s.mux.Abort()
 }
 
 func (s *Session) teardown() {
@@ -213,7 +220,7 @@ func (s *Session) shutdown(ctx context.Context) {
 	case <-ctx.Done():
 	case <-s.done:
 	}
-	s.cancel()
+	s.end()
 	<-s.done
 }
 
@@ -456,33 +463,32 @@ func (s *Session) protoEvent(t EventType, name, version string, err error) Event
 	return e
 }
 
-// run accepts the peer's streams until the session ends, then tears it down. It is the
-// session's only goroutine while no stream is open; the Service's WaitGroup counts it.
-func (s *Session) run() {
-	defer s.svc.wg.Done()
-	for {
-		st, err := s.mux.AcceptStream(s.ctx)
-		if err != nil {
-			if s.ctx.Err() == nil {
-				// The mux keeps the first error of its reader or writer; a write can fail
-				// (the secure conn closed itself) before the reader reports the bad frame
-				// that caused it. The read error is the cause.
-				if cause := s.rconn.cause(time.Second); cause != nil && !errors.Is(cause, net.ErrClosed) && !errors.Is(err, cause) {
-					err = cause
-				}
-				s.setErr(fmt.Errorf("%w: connection lost: %w", ErrSessionClosed, err))
-			}
-			break
-		}
-		s.mu.Lock()
-		if s.closing || s.torn {
-			s.mu.Unlock()
-			st.Reset()
-			continue
-		}
-		s.wg.Add(1)
+// acceptStream serves a stream the peer opened, on the goroutine the mux started for it: an
+// idle session has no goroutine of its own.
+func (s *Session) acceptStream(st *mux.Stream) {
+	s.mu.Lock()
+	if s.closing || s.torn {
 		s.mu.Unlock()
-		go s.acceptProtocol(st)
+		st.Reset()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.acceptProtocol(st)
+}
+
+// muxClosed runs once the mux has closed, for whatever reason, and tears the session down;
+// the Service's WaitGroup counts the session until then.
+func (s *Session) muxClosed(err error) {
+	defer s.svc.wg.Done()
+	if s.ctx.Err() == nil {
+		// The mux keeps the first error of its reader or writer; a write can fail (the
+		// secure conn closed itself) before the reader reports the bad frame that caused
+		// it. The read error is the cause.
+		if cause := s.rconn.cause(time.Second); cause != nil && !errors.Is(cause, net.ErrClosed) && !errors.Is(err, cause) {
+			err = cause
+		}
+		s.setErr(fmt.Errorf("%w: connection lost: %w", ErrSessionClosed, err))
 	}
 	s.teardown()
 }

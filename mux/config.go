@@ -39,7 +39,8 @@ type Config struct {
 
 	// AcceptBacklog caps the inbound streams waiting for AcceptStream (more
 	// are reset) and the outbound streams not yet acknowledged by the peer
-	// (OpenStream waits beyond it). Default 256.
+	// (OpenStream waits beyond it). Default 64: yamux keeps a queue of this
+	// size per session, and Serve takes streams from it as they arrive.
 	AcceptBacklog int
 
 	// KeepAliveInterval is the period of keepalive pings; a ping unanswered
@@ -71,7 +72,7 @@ func DefaultConfig() *Config {
 	return &Config{
 		MaxStreamWindow:        1 << 20,
 		MaxStreams:             1024,
-		AcceptBacklog:          256,
+		AcceptBacklog:          64,
 		KeepAliveInterval:      30 * time.Second,
 		ConnectionWriteTimeout: 10 * time.Second,
 		StreamOpenTimeout:      30 * time.Second,

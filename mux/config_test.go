@@ -10,7 +10,7 @@ import (
 
 func TestConfigDefaults(t *testing.T) {
 	d := DefaultConfig()
-	if d.MaxStreamWindow != 1<<20 || d.MaxStreams != 1024 || d.AcceptBacklog != 256 ||
+	if d.MaxStreamWindow != 1<<20 || d.MaxStreams != 1024 || d.AcceptBacklog != 64 ||
 		d.KeepAliveInterval != 30*time.Second || d.ConnectionWriteTimeout != 10*time.Second ||
 		d.StreamOpenTimeout != 30*time.Second || d.StreamCloseTimeout != 5*time.Minute || d.Logger != nil {
 		t.Fatalf("DefaultConfig = %+v", d)
@@ -26,11 +26,11 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("zero Config: %v", err)
 	}
 	p, _ := (&Config{MaxStreams: 7, KeepAliveInterval: -1}).populate()
-	if p.MaxStreams != 7 || p.AcceptBacklog != 256 || p.MaxStreamWindow != 1<<20 || p.KeepAliveInterval != -1 {
+	if p.MaxStreams != 7 || p.AcceptBacklog != 64 || p.MaxStreamWindow != 1<<20 || p.KeepAliveInterval != -1 {
 		t.Fatalf("populate = %+v", p)
 	}
 	y := p.yamuxConfig()
-	if y.EnableKeepAlive || y.AcceptBacklog != 256 || y.MaxStreamWindowSize != 1<<20 || y.LogOutput == nil {
+	if y.EnableKeepAlive || y.AcceptBacklog != 64 || y.MaxStreamWindowSize != 1<<20 || y.LogOutput == nil {
 		t.Fatalf("yamux config = %+v", y)
 	}
 	if MaxFrameSize(nil) != 1<<20+12 || MaxFrameSize(&Config{MaxStreamWindow: 4 << 20}) != 4<<20+12 {

@@ -73,6 +73,10 @@ type frameConn struct {
 	// shutting the session down.
 	onClose func()
 
+	// onArrive runs on the receive goroutine for each inbound stream admitted, before
+	// yamux sees its opening frame.
+	onArrive func()
+
 	// Read side.
 	rcarry  [FrameHeaderSize]byte // a header split across reads
 	rcarryN int
@@ -354,10 +358,14 @@ func (c *frameConn) inspect(h []byte) {
 	}
 	if flags&flagSYN != 0 {
 		id := binary.BigEndian.Uint32(h[4:8])
-		if !c.tr.admitInbound(id) {
+		admit, fresh := c.tr.admitInbound(id)
+		if !admit {
 			binary.BigEndian.PutUint16(h[2:4], flags&^flagSYN)
 			c.queueRST(id)
 			return
+		}
+		if fresh && c.onArrive != nil {
+			c.onArrive()
 		}
 	}
 	if flags&(flagACK|flagFIN|flagRST) != 0 {
@@ -459,19 +467,20 @@ func (t *tracker) unreserve() {
 	t.mu.Unlock()
 }
 
-// admitInbound decides whether an inbound SYN for id may create a stream.
-func (t *tracker) admitInbound(id uint32) bool {
+// admitInbound decides whether an inbound SYN for id may create a stream; fresh is false for
+// a duplicate, which yamux answers by closing the session.
+func (t *tracker) admitInbound(id uint32) (admit, fresh bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.live[id]; ok {
-		return true // a duplicate: yamux closes the session
+		return true, false
 	}
 	if len(t.live)+t.reservedOut >= t.maxStreams || t.unaccepted >= t.backlog {
-		return false
+		return false, false
 	}
 	t.live[id] = stInbound | stUnaccepted
 	t.unaccepted++
-	return true
+	return true, true
 }
 
 // frame updates the state of a stream from a header sent by yamux (outbound)

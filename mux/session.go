@@ -30,6 +30,15 @@ type Session struct {
 	rmu      sync.Mutex
 	readers  map[*Stream]struct{}
 	shutdown bool
+
+	// Serve's state: streams the frame reader admitted that no goroutine has taken from
+	// yamux's queue yet, and whether a goroutine is taking them.
+	amu       sync.Mutex
+	handle    func(*Stream)
+	onClosed  func(error)
+	arrived   int
+	accepting bool
+	ended     bool // the connection was closed
 }
 
 // enterRead registers a Read; it reports false if the session is shutting down.
@@ -56,6 +65,101 @@ func (s *Session) wakeReaders() {
 	s.shutdown = true
 	for st := range s.readers {
 		_ = st.ys.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+// connClosed runs when yamux closes the connection, which it does right after it starts
+// shutting the session down, whatever the reason.
+func (s *Session) connClosed() {
+	s.wakeReaders()
+	s.amu.Lock()
+	report := !s.ended && s.onClosed != nil
+	s.ended = true
+	s.amu.Unlock()
+	if report {
+		go s.reportClosed()
+	}
+}
+
+func (s *Session) reportClosed() {
+	s.onClosed(s.closeCause(yamux.ErrSessionShutdown))
+}
+
+// arrive runs on yamux's receive goroutine when an inbound stream has been admitted, just
+// before yamux queues it for AcceptStream.
+func (s *Session) arrive() {
+	s.amu.Lock()
+	s.arrived++
+	start := s.handle != nil && !s.accepting
+	if start {
+		s.accepting = true
+	}
+	s.amu.Unlock()
+	if start {
+		s.startAccepting()
+	}
+}
+
+func (s *Session) startAccepting() {
+	if !s.addGoroutine() {
+		s.amu.Lock()
+		s.accepting = false
+		s.amu.Unlock()
+		return
+	}
+	go s.acceptLoop()
+}
+
+// acceptLoop takes the admitted streams from yamux's queue. The last one it takes is handled
+// on this very goroutine, the others on new ones: one goroutine per stream being handled, and
+// none while no stream arrives.
+func (s *Session) acceptLoop() {
+	for {
+		st, err := s.AcceptStream(context.Background())
+		s.amu.Lock()
+		if err != nil {
+			s.accepting = false
+			s.amu.Unlock()
+			s.wg.Done()
+			return
+		}
+		s.arrived = max(s.arrived-1, 0)
+		last := s.arrived == 0
+		if last {
+			s.accepting = false
+		}
+		s.amu.Unlock()
+		if last {
+			s.wg.Done()
+			s.handle(st)
+			return
+		}
+		go s.handle(st)
+	}
+}
+
+// Serve hands every stream the peer opens to handle, each on a goroutine of its own that
+// exists only while handle runs: no goroutine waits for streams in between, so an idle
+// session costs only yamux's two goroutines. Once the session is closed, for whatever
+// reason, closed is called once, on a goroutine of its own, with the cause as AcceptStream
+// would return it; Close does not wait for it, nor for handle.
+//
+// Serve must be called at most once, and AcceptStream must not be used with it. Streams
+// that arrived before Serve are handed over at once.
+func (s *Session) Serve(handle func(*Stream), closed func(error)) {
+	s.amu.Lock()
+	s.handle, s.onClosed = handle, closed
+	start := s.arrived > 0 && !s.accepting && !s.ended
+	if start {
+		s.accepting = true
+	}
+	report := s.ended
+	s.amu.Unlock()
+	if start {
+		s.startAccepting()
+	}
+	if report {
+		go s.reportClosed()
 	}
 }
 
@@ -87,7 +191,9 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 	tr := newTracker(c.MaxStreams, c.AcceptBacklog)
 	fc := newFrameConn(conn, tr, int(c.MaxStreamWindow)+FrameHeaderSize)
 	s := &Session{fc: fc, tr: tr, conn: conn, readers: make(map[*Stream]struct{})}
-	fc.onClose = s.wakeReaders // before yamux starts the goroutines that may call it
+	// Both hooks are set before yamux starts the goroutines that call them.
+	fc.onClose = s.connClosed
+	fc.onArrive = s.arrive
 	var ys *yamux.Session
 	if client {
 		ys, err = yamux.Client(fc, c.yamuxConfig())
@@ -240,6 +346,10 @@ func (s *Session) Close() error {
 	s.fc.wait()
 	return mapErr(err)
 }
+
+// Abort closes the session's connection and returns without waiting: the session then
+// closes as it does when the connection fails (streams fail, the Serve callback runs).
+func (s *Session) Abort() { _ = s.conn.Close() }
 
 // CloseChan returns a channel closed when the session closes, for whatever
 // reason (Close, the peer closing, a connection error, a keepalive timeout).

@@ -1,0 +1,168 @@
+package mux
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestServeHandlesEveryStream opens streams one after another and many at once, and checks
+// that each reaches the handler once, and that no goroutine of Serve remains once the
+// handlers have returned.
+func TestServeHandlesEveryStream(t *testing.T) {
+	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
+		a, b := newPair()
+		c, s := sessionPair(t, a, b, nil, nil)
+		baseline := goleak.IgnoreCurrent()
+		var handled atomic.Int64
+		release := make(chan struct{})
+		var closedErr error
+		closed := make(chan struct{})
+		s.Serve(func(st *Stream) {
+			defer st.Close()
+			var b [1]byte
+			if _, err := io.ReadFull(st, b[:]); err != nil {
+				t.Errorf("handler read: %v", err)
+				return
+			}
+			handled.Add(1)
+			if b[0] == 'w' {
+				<-release
+			}
+			_, _ = st.Write(b[:])
+		}, func(err error) {
+			closedErr = err
+			close(closed)
+		})
+		ctx := context.Background()
+		open := func(b byte) *Stream {
+			st, err := c.OpenStream(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Write([]byte{b}); err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		// One at a time: each handler returns before the next stream opens.
+		for range 20 {
+			st := open('x')
+			var got [1]byte
+			if _, err := io.ReadFull(st, got[:]); err != nil || got[0] != 'x' {
+				t.Fatalf("echo: %q, %v", got, err)
+			}
+			st.Close()
+		}
+		// Many at once, all held in their handlers: each runs on a goroutine of its own.
+		var streams []*Stream
+		for range 30 {
+			streams = append(streams, open('w'))
+		}
+		waitFor(t, "30 concurrent handlers", func() bool { return handled.Load() == 50 })
+		close(release)
+		for _, st := range streams {
+			var got [1]byte
+			if _, err := io.ReadFull(st, got[:]); err != nil || got[0] != 'w' {
+				t.Fatalf("echo: %q, %v", got, err)
+			}
+			st.Close()
+		}
+		if err := goleak.Find(baseline); err != nil {
+			t.Errorf("goroutines left while the session is idle: %v", err)
+		}
+		select {
+		case <-closed:
+			t.Fatal("closed called while the session is open")
+		default:
+		}
+		c.Close()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("closed not called after the peer closed")
+		}
+		if !errors.Is(closedErr, ErrSessionClosed) {
+			t.Errorf("closed(%v), want ErrSessionClosed", closedErr)
+		}
+	})
+}
+
+// TestServeStreamsBeforeServe: streams opened before Serve is called are handed over when
+// it is.
+func TestServeStreamsBeforeServe(t *testing.T) {
+	a, b := net.Pipe()
+	c, s := sessionPair(t, a, b, nil, nil)
+	for range 3 {
+		st, err := c.OpenStream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Write([]byte("hi")); err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+	}
+	waitFor(t, "three inbound streams", func() bool { return s.NumStreams() == 3 })
+	var wg sync.WaitGroup
+	wg.Add(3)
+	s.Serve(func(st *Stream) {
+		defer wg.Done()
+		st.Close()
+	}, func(error) {})
+	wg.Wait()
+}
+
+// TestServeClosedOnce: closed is called exactly once whatever closes the session, also when
+// the session closed before Serve.
+func TestServeClosedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		close func(c, s *Session)
+		want  error
+	}{
+		{"local close", func(_, s *Session) { s.Close() }, ErrSessionClosed},
+		{"peer close", func(c, _ *Session) { c.Close() }, io.EOF},
+		{"closed before serve", nil, ErrSessionClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := tcpPair(t)
+			c, s := sessionPair(t, a, b, nil, nil)
+			var calls atomic.Int32
+			done := make(chan error, 2)
+			serve := func() {
+				s.Serve(func(st *Stream) { st.Close() }, func(err error) {
+					calls.Add(1)
+					done <- err
+				})
+			}
+			if tc.close == nil {
+				s.Close()
+				serve()
+			} else {
+				serve()
+				tc.close(c, s)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, tc.want) {
+					t.Errorf("closed(%v), want %v", err, tc.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("closed not called")
+			}
+			s.Close()
+			time.Sleep(20 * time.Millisecond)
+			if n := calls.Load(); n != 1 {
+				t.Errorf("closed called %d times", n)
+			}
+		})
+	}
+}
