@@ -91,3 +91,38 @@ func BenchmarkParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChain times the single-block chain kernels per block (ns/op is
+// per call of n blocks; divide by n), for comparing with their critical path.
+func BenchmarkChain(b *testing.B) {
+	buf := make([]byte, 256*BlockSize)
+	forEachImplB(b, func(b *testing.B) {
+		if impl == implGeneric {
+			b.Skip("assembly only")
+		}
+		for _, n := range []int{1, 16, 256} {
+			b.Run(fmt.Sprintf("blocks=%d", n), func(b *testing.B) {
+				b.SetBytes(int64(n * BlockSize))
+				cv := iv
+				for b.Loop() {
+					compressChain(&cv, buf[:n*BlockSize], 0, 0, flagChunkStart, flagChunkEnd)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/block")
+			})
+		}
+	})
+}
+
+// BenchmarkSweep times Sum256 just below, at and just above the sizes where
+// the tree changes shape, for checking that throughput does not dip.
+func BenchmarkSweep(b *testing.B) {
+	buf := make([]byte, 64<<10)
+	for _, n := range []int{1024, 1025, 1088, 1089, 2048, 2049, 3072, 4096, 4097, 8192, 8193, 12288, 16384, 16385, 17000, 32768, 32769, 65536} {
+		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				benchSink = Sum256(buf[:n])
+			}
+		})
+	}
+}

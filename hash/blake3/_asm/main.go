@@ -55,7 +55,7 @@ var (
 
 // Constant tables.
 var (
-	ivMem, rot16Mem, rot8Mem, blockLenMem, idxMem, idx2Mem Mem
+	ivMem, rot16Mem, rot8Mem, blockLenMem, idxMem, idx2Mem, idx16Mem Mem
 )
 
 // The order in which the row kernels consume a round's message words:
@@ -91,6 +91,14 @@ func constants() {
 			}
 		}
 	}
+	// VPERMD indices: round r's sixteen message words in rowLayout order,
+	// entry r (the chain kernel's schedule of its first block).
+	idx16Mem = GLOBL("blake3Idx16", RODATA|NOPTR)
+	for r := 0; r < 7; r++ {
+		for i := 0; i < 16; i++ {
+			DATA(64*r+4*i, U32(uint32(schedule[r][rowLayout[i]])))
+		}
+	}
 	// Two-block form for chain2AVX512: the low four words index the first
 	// block (0-15), the next four the second (16-31).
 	idx2Mem = GLOBL("blake3Idx2", RODATA|NOPTR)
@@ -120,6 +128,10 @@ type rowISA struct {
 	// msg returns the two message vectors of step 0 (columns) or 1
 	// (diagonals) of round r, emitting whatever loads they need.
 	msg func(r, step int) (mx, my Op)
+	// In a chain, blockStart (if set) is emitted at the start of every
+	// block and endRound (if set) after each round.
+	blockStart func()
+	endRound   func(r int)
 }
 
 // The rows. In the AVX-512 form row b alternates between two registers.
@@ -140,6 +152,15 @@ var (
 // unrotated use (c += d) and b while a and c are computed; the new a (or
 // c) is rotated as two shifts with disjoint bits and one VPTERNLOGD XORs
 // the three terms: two operations after a instead of three.
+//
+// Its critical path on Zen 4 (measured there: VPADDD, VPSRLD/VPSLLD and
+// VPTERNLOGD 1 cycle, VPRORD 2) is a += b, the shifts of a, the ternlog
+// into d, c += d, the shifts of c, the ternlog into b: 6 cycles, 24 per
+// round, 168 per block plus 1 for the feed-forward into b. Everything
+// else (the message add, both pre-rotations, the row shuffles, which
+// never touch b) has slack; d's pre-rotation is emitted after c's shifts
+// so that it does not take a shift pipe ahead of them. What is left above
+// 169 cycles is the off-path work competing for the same two pipes.
 func halfG(isa rowISA, m Op, rd, rb, nextRd int) {
 	isa.add(m, rowA)
 	isa.add(rowB, rowA)
@@ -155,11 +176,11 @@ func halfG(isa rowISA, m Op, rd, rb, nextRd int) {
 	VPSLLD(U8(32-rd), rowA, t2)
 	VPTERNLOGD(U8(0x96), t2, t1, rowD)
 	isa.add(rowD, rowC)
+	VPSRLD(U8(rb), rowC, t1)
+	VPSLLD(U8(32-rb), rowC, t2)
 	if nextRd != 0 {
 		VPRORD(U8(nextRd), rowD, rowD)
 	}
-	VPSRLD(U8(rb), rowC, t1)
-	VPSLLD(U8(32-rb), rowC, t2)
 	VPTERNLOGD(U8(0x96), t2, t1, rowBSpare)
 	rowB, rowBSpare = rowBSpare, rowB
 }
@@ -187,6 +208,9 @@ func rowRounds(isa rowISA) {
 		isa.pshufd(0x39, rowA)
 		isa.pshufd(0x93, rowC)
 		isa.pshufd(0x4E, rowD)
+		if isa.endRound != nil {
+			isa.endRound(r)
+		}
 	}
 	if rowB != b {
 		panic("row b must end in the register it started in")
@@ -235,23 +259,68 @@ func sseISA(ptr reg.Register, _ bool) rowISA {
 	}
 }
 
-// avx512RowISA keeps the block in two ymm registers and makes each message
-// vector with one two-table VPERMI2D whose index comes from blake3Idx: no
-// dependency between rounds, one shuffle per vector. A chain of blocks uses
-// the shorter-latency ternlog form of halfG; a single block does not, since
-// pre-rotating row d lengthens its start more than the form saves
+// avx512RowISA, for a single block, keeps the block in two ymm registers
+// and makes each message vector with one two-table VPERMI2D whose index
+// comes from blake3Idx: no dependency between rounds, one shuffle per
+// vector. A single block uses the XOR-then-rotate form of halfG, since
+// pre-rotating row d lengthens its start more than the ternlog form saves
 // (measured).
+//
+// A chain (chain is true, ptr advancing by 64 bytes per block) uses the
+// ternlog form and takes its message words from a schedule on the stack:
+// the 16 words of every round, in the order the rows consume them, so
+// that each message vector is the memory operand of its VPADDD. The
+// schedule of the first block is made by seven VPERMD; during each block,
+// after round r, scalar loads and stores write round r's words of the
+// next block (or of the same one after the last block, not to read past
+// the input). That keeps the 28 shuffles per block off the vector pipes
+// the rotations and row shuffles need: the chain runs at about 200 cycles
+// per block instead of 217 (the dependency chain alone is 169, see
+// halfG).
 func avx512RowISA(ptr reg.Register, chain bool) rowISA {
+	add := func(src, dst Op) { VPADDD(src, dst, dst) }
+	pshufd := func(imm int, r reg.VecPhysical) { VPSHUFD(U8(imm), r, r) }
+	if chain {
+		sched := AllocLocal(7 * 64)
+		VMOVDQU32(Mem{Base: ptr}, reg.Z16)
+		for r := 0; r < 7; r++ {
+			VMOVDQU32(idx16Mem.Offset(64*r), reg.Z23)
+			VPERMD(reg.Z16, reg.Z23, reg.Z23)
+			VMOVDQU32(reg.Z23, sched.Offset(64*r))
+		}
+		next := reg.RDI
+		tmp := []reg.GPPhysical{reg.R12, reg.R13, reg.R14, reg.R15}
+		return rowISA{
+			ternlog: true,
+			add:     add,
+			pshufd:  pshufd,
+			msg: func(r, step int) (Op, Op) {
+				return sched.Offset(64*r + 32*step), sched.Offset(64*r + 32*step + 16)
+			},
+			blockStart: func() {
+				// next = the next block, or this one if this is the last.
+				LEAQ(Mem{Base: ptr, Disp: 64}, next)
+				CMPQ(reg.R8, U8(1))
+				CMOVQEQ(ptr, next)
+			},
+			endRound: func(r int) {
+				for k := 0; k < 16; k++ {
+					t := tmp[k%len(tmp)].As32()
+					MOVL(Mem{Base: next, Disp: 4 * schedule[r][rowLayout[k]]}, t)
+					MOVL(t, sched.Offset(64*r+4*k))
+				}
+			},
+		}
+	}
 	VMOVDQU32(Mem{Base: ptr}, reg.Y16)
 	VMOVDQU32(Mem{Base: ptr, Disp: 32}, reg.Y17)
 	return rowISA{
-		ternlog: chain,
-		add:     func(src, dst Op) { VPADDD(src, dst, dst) },
+		add: add,
 		xorRor: func(r, src reg.VecPhysical, n int) {
 			VPXORD(src, r, r)
 			VPRORD(U8(n), r, r)
 		},
-		pshufd: func(imm int, r reg.VecPhysical) { VPSHUFD(U8(imm), r, r) },
+		pshufd: pshufd,
 		msg: func(r, step int) (Op, Op) {
 			out := [2]reg.VecPhysical{reg.Y23, reg.Y24}
 			if step == 1 {
@@ -358,6 +427,7 @@ func rowKernels(suffix string, newISA func(ptr reg.Register, chain bool) rowISA,
 		movu(Mem{Base: cv}, rowA)
 		movu(Mem{Base: cv, Disp: 16}, rowB)
 		MOVL(U32(64), reg.EBX)
+		isa := newISA(p, true)
 		Label("loop")
 		MOVL(reg.R9L, reg.ECX)
 		ORL(reg.R10L, reg.ECX)
@@ -366,7 +436,9 @@ func rowKernels(suffix string, newISA func(ptr reg.Register, chain bool) rowISA,
 		JNE(LabelRef("notlast"))
 		ORL(reg.R11L, reg.ECX)
 		Label("notlast")
-		isa := newISA(p, true)
+		if isa.blockStart != nil {
+			isa.blockStart()
+		}
 		movu(ivMem, rowC)
 		rowDInit()
 		if isa.ternlog {
