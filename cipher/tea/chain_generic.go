@@ -18,8 +18,13 @@ import "encoding/binary"
 // chaining: x_i = p_i ^ c_(i-1); c_i = E(x_i) ^ x_(i-1), all state starting at
 // zero.
 func encryptChainGeneric(k *[4]uint32, buf []byte) {
+	encryptChainFromGeneric(k, buf, 0, 0)
+}
+
+// encryptChainFromGeneric is encryptChainGeneric continuing a message whose
+// previous ciphertext block was cprev and previous cipher input xprev.
+func encryptChainFromGeneric(k *[4]uint32, buf []byte, cprev, xprev uint64) {
 	k0, k1, k2, k3 := k[0], k[1], k[2], k[3]
-	var cprev, xprev uint64
 	for len(buf) >= 8 {
 		x := binary.BigEndian.Uint64(buf) ^ cprev
 		v0, v1 := uint32(x>>32), uint32(x)

@@ -12,11 +12,15 @@ const hasChainAsm = true
 var useChainAsm = true
 
 func encryptChain(k *[4]uint32, buf []byte) {
+	encryptChainFrom(k, buf, 0, 0)
+}
+
+func encryptChainFrom(k *[4]uint32, buf []byte, c, x uint64) {
 	if useChainAsm {
-		encryptChainAsm(k, buf[:len(buf)&^7])
+		encryptChainAsm(k, buf[:len(buf)&^7], c, x)
 		return
 	}
-	encryptChainGeneric(k, buf)
+	encryptChainFromGeneric(k, buf, c, x)
 }
 
 func decryptChain(k *[4]uint32, dst, src []byte) {
@@ -32,6 +36,10 @@ var (
 	hasAVX2   = cpu.X86.HasAVX2
 	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasMOVBE
 )
+
+// useReserve makes Encrypt take first blocks from the Cipher's reserve,
+// computed by the batch kernels; tests switch it.
+var useReserve = hasAVX2 || hasAVX512
 
 // batchImpl is the batch implementation in use; tests switch it.
 var batchImpl = bestBatchImpl()
@@ -65,6 +73,19 @@ func laneWidth(impl int) int {
 		return 16
 	}
 	return 0
+}
+
+// encryptBlocks enciphers 16 independent blocks in v (high words, then low
+// words) with the kernel of impl.
+func encryptBlocks(impl int, k *[4]uint32, v *[32]uint32) {
+	switch impl {
+	case batchAVX512:
+		encryptBlocksAVX512(k, v)
+	case batchAVX2:
+		encryptBlocksAVX2(k, v)
+	default:
+		encryptBlocksGo(k, v)
+	}
 }
 
 // runKernel calls the lane kernel of impl directly (a call through a

@@ -5,9 +5,11 @@
 package tea
 
 // encryptChainAsm enciphers buf in place; len(buf) must be a multiple of 8.
+// c and x are the chaining state before buf's first block: the previous
+// ciphertext block and the previous cipher input (0, 0 at a message's start).
 //
 //go:noescape
-func encryptChainAsm(k *[4]uint32, buf []byte)
+func encryptChainAsm(k *[4]uint32, buf []byte, c uint64, x uint64)
 
 // decryptChainAsm deciphers src into dst; len(src) must be a multiple of 8
 // and len(dst) >= len(src). dst and src may be the same slice.
@@ -34,3 +36,15 @@ func encryptLanesAVX2(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *[1
 //
 //go:noescape
 func decryptLanesAVX2(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)
+
+// encryptBlocksAVX512 enciphers the 16 blocks in v in place (AVX-512): v[j] and v[16+j]
+// are the high and low words of block j.
+//
+//go:noescape
+func encryptBlocksAVX512(k *[4]uint32, v *[32]uint32)
+
+// encryptBlocksAVX2 enciphers the 16 blocks in v in place (AVX2): v[j] and v[16+j]
+// are the high and low words of block j.
+//
+//go:noescape
+func encryptBlocksAVX2(k *[4]uint32, v *[32]uint32)

@@ -314,8 +314,11 @@ func TestNoAllocs(t *testing.T) {
 	ct := c.Encrypt(nil, pt)
 	zeros := make([]byte, FillSize)
 	fill := bytes.NewReader(zeros)
+	pt16 := make([]byte, 16)
 	for name, f := range map[string]func(){
-		"Encrypt": func() { c.Encrypt(dst, pt) },
+		"Encrypt":    func() { c.Encrypt(dst, pt) },
+		"Encrypt/16": func() { c.Encrypt(dst, pt16) },
+		"Encrypt/15": func() { c.Encrypt(dst, pt16[:15]) },
 		"EncryptWithFill": func() {
 			fill.Reset(zeros)
 			c.EncryptWithFill(dst, pt, fill)

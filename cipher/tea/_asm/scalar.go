@@ -96,9 +96,11 @@ func keyOps(kp reg.Register) [4]Op {
 // genScalar emits encryptChainAsm and decryptChainAsm.
 func genScalar() {
 	// Encrypt in place: x_i = p_i ^ c_(i-1); c_i = E(x_i) ^ x_(i-1).
-	TEXT("encryptChainAsm", NOSPLIT, "func(k *[4]uint32, buf []byte)")
+	TEXT("encryptChainAsm", NOSPLIT, "func(k *[4]uint32, buf []byte, c, x uint64)")
 	Pragma("noescape")
-	Doc("encryptChainAsm enciphers buf in place; len(buf) must be a multiple of 8.")
+	Doc("encryptChainAsm enciphers buf in place; len(buf) must be a multiple of 8.",
+		"c and x are the chaining state before buf's first block: the previous",
+		"ciphertext block and the previous cipher input (0, 0 at a message's start).")
 	{
 		kp := Load(Param("k"), GP64())
 		p := Load(Param("buf").Base(), GP64())
@@ -106,11 +108,13 @@ func genScalar() {
 		SHRQ(U8(3), n)
 		JZ(LabelRef("enc_done"))
 		keys := keyOps(kp)
-		x, xp := GP64(), GP64()
-		// x_1 = p_1
+		x := GP64()
+		xp := Load(Param("x"), GP64())
+		// x_1 = p_1 ^ c_0
 		MOVQ(Mem{Base: p}, x)
 		BSWAPQ(x)
-		XORQ(xp, xp)
+		cin := Load(Param("c"), GP64())
+		XORQ(cin, x)
 		// block runs the rounds on x and stores c = E(x) ^ xp; it returns
 		// E(x) (a 64-bit register).
 		block := func() reg.Register {
