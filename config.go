@@ -65,7 +65,7 @@ type Config struct {
 
 	// Mux configures the stream multiplexer. Nil: mux.DefaultConfig(). Its keepalive
 	// (KeepAliveInterval, answered within ConnectionWriteTimeout) is run by the Service for
-	// all sessions from one goroutine, rather than by a goroutine per session.
+	// all sessions from one timer, rather than by a goroutine per session.
 	Mux *mux.Config
 
 	// LegacyTEA enables the insecure TEA legacy framing for ListenLegacy and DialLegacy.

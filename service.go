@@ -110,8 +110,8 @@ func New(cfg Config) (*Service, error) {
 		}
 		s.protocols[p.Name] = p
 	}
-	// The Service pings all sessions from one goroutine: the mux's own keepalive would cost
-	// a goroutine per session, and idle sessions are what a node has most of.
+	// The Service pings all sessions from one timer: the mux's own keepalive would cost a
+	// goroutine per session, and idle sessions are what a node has most of.
 	s.keepAlive = cfg.Mux.KeepAliveInterval
 	muxCfg := *cfg.Mux
 	muxCfg.KeepAliveInterval = -1

@@ -367,7 +367,9 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		s.startStream(p, version, st, true)
+		if run := s.startStream(p, version, st, true); run != nil {
+			go run()
+		}
 		return nil
 	}
 	for {
@@ -405,7 +407,9 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	s.startStream(p, version, st, true)
+	if run := s.startStream(p, version, st, true); run != nil {
+		go run()
+	}
 	return nil
 }
 
@@ -474,7 +478,12 @@ func (s *Session) acceptStream(st *mux.Stream) {
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	s.acceptProtocol(st)
+	// The stream is served on a fresh goroutine: negotiation grows a stack that would
+	// never shrink back while the handler, which may wait for hours, holds it (8 KB instead
+	// of 12 KB per idle stream in bench/).
+	if run := s.acceptProtocol(st); run != nil {
+		go run()
+	}
 }
 
 // muxClosed runs once the mux has closed, for whatever reason, and tears the session down;
@@ -493,7 +502,9 @@ func (s *Session) muxClosed(err error) {
 	s.teardown()
 }
 
-func (s *Session) acceptProtocol(st *mux.Stream) {
+// acceptProtocol negotiates a stream the peer opened and registers it; it returns what
+// serves the stream, or nil.
+func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 	defer s.wg.Done()
 	// The acceptor waits half as long again as the opener: when a request stalls, the opener
 	// (whose timer started first) must be the one to time out and report it, rather than see
@@ -505,19 +516,16 @@ func (s *Session) acceptProtocol(st *mux.Stream) {
 	if err != nil {
 		st.Close() // not Reset: the refusal must reach the opener
 		s.svc.emit(s.protoEvent(EventNegotiationFailed, info.Name, "", fmt.Errorf("tendril: accept protocol: %w", err)))
-		return
+		return nil
 	}
-	// This goroutine goes on to serve the stream: a goroutine per accepted stream, not two.
-	s.startStream(s.svc.protocols[info.Name], version, st, false)
+	return s.startStream(s.svc.protocols[info.Name], version, st, false)
 }
 
-// startStream registers a negotiated stream and starts its goroutines. A message-mode
-// protocol has at most one stream per session; when both sides opened it at once, both keep
-// the stream opened by the session's dialling side and close the other.
-//
-// An outbound stream is served on a new goroutine (the caller of OpenProtocol returns); an
-// inbound one on the calling goroutine, the one that accepted and negotiated it.
-func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbound bool) {
+// startStream registers a negotiated stream and returns what serves it (nil if the stream
+// was refused), which the caller runs on a new goroutine. A
+// message-mode protocol has at most one stream per session; when both sides opened it at
+// once, both keep the stream opened by the session's dialling side and close the other.
+func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbound bool) (run func()) {
 	ps := &protoStream{
 		sess:     s,
 		proto:    p,
@@ -529,15 +537,14 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 	}
 	ps.ctx = &Context{ps: ps}
 	if p.StreamHandler != nil {
-		s.startRaw(ps)
-		return
+		return s.startRaw(ps)
 	}
 	fromDialer := outbound == (s.dir == Outbound)
 	s.mu.Lock()
 	if s.torn || s.closing {
 		s.mu.Unlock()
 		st.Reset()
-		return
+		return nil
 	}
 	var replaced *protoStream
 	if old := s.streams[p.Name]; old != nil {
@@ -545,14 +552,14 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 		if !fromDialer || oldFromDialer {
 			s.mu.Unlock()
 			st.Reset()
-			return
+			return nil
 		}
 		replaced = old
 	} else if _, pending := s.opening[p.Name]; pending && !outbound && s.dir == Outbound {
 		// Our own open, from the dialling side, will win: refuse the peer's.
 		s.mu.Unlock()
 		st.Reset()
-		return
+		return nil
 	}
 	s.streams[p.Name] = ps
 	s.wg.Add(1)
@@ -561,26 +568,17 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 		replaced.abort()
 	}
 	s.svc.emit(s.protoEvent(EventProtocolOpened, p.Name, version, nil))
-	serve(outbound, ps.readLoop)
+	return ps.readLoop
 }
 
-// serve runs fn on a new goroutine, or on this one.
-func serve(newGoroutine bool, fn func()) {
-	if newGoroutine {
-		go fn()
-	} else {
-		fn()
-	}
-}
-
-// startRaw runs a StreamHandler on its own goroutine, and closes the stream when the
-// handler returns or the stream is asked to close.
-func (s *Session) startRaw(ps *protoStream) {
+// startRaw registers a raw-mode stream and returns what runs its StreamHandler and closes
+// the stream when the handler returns or the stream is asked to close.
+func (s *Session) startRaw(ps *protoStream) (run func()) {
 	s.mu.Lock()
 	if s.torn || s.closing {
 		s.mu.Unlock()
 		ps.st.Reset()
-		return
+		return nil
 	}
 	s.raw[ps] = struct{}{}
 	s.wg.Add(1)
@@ -588,19 +586,18 @@ func (s *Session) startRaw(ps *protoStream) {
 	s.mu.Unlock()
 	close(ps.wdone)
 	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
-	// When the session goes, reset the stream so that a handler stuck in I/O returns.
-	stop := context.AfterFunc(s.ctx, func() { ps.st.Reset() })
-	serve(ps.outbound, func() {
+	// A handler stuck in I/O returns when the session goes: closing the mux fails every
+	// stream's reads and writes.
+	return func() {
 		defer s.wg.Done()
 		err := callHandler(ps.proto.Name, func() { ps.proto.StreamHandler.ServeStream(ps.ctx, ps.version, ps.st) })
-		stop()
 		if err != nil {
 			s.svc.log.Error("stream handler panicked", "protocol", ps.proto.Name, "err", err)
 		}
 		ps.closeLocal()
 		lingerClose(ps.st, s.svc.cfg.ShutdownTimeout)
 		ps.finish(err)
-	})
+	}
 }
 
 // lingerClose ends a raw stream whose handler has returned: it sends end-of-stream after what
