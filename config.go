@@ -72,6 +72,13 @@ type Config struct {
 	// Nil (the default): the node never speaks it.
 	LegacyTEA *LegacyTEAConfig
 
+	// ResetOnClose closes TCP connections with a reset (SO_LINGER 0) instead of a FIN, as
+	// go-libp2p does, so that closed connections leave no socket in TIME_WAIT: a node that
+	// churns through many short connections would otherwise hold thousands of them. The
+	// cost: bytes still in the kernel's send buffer when a session closes are dropped, so the
+	// peer may see a reset instead of the last frames of a graceful close. Default false.
+	ResetOnClose bool
+
 	// EventBuffer is the capacity of the Events channel. Default 256. Events that do not
 	// fit are dropped and counted (Service.DroppedEvents); the Service never blocks on them.
 	EventBuffer int

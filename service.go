@@ -165,7 +165,7 @@ func (s *Service) listen(ctx context.Context, addr Addr, legacy bool) (Addr, err
 	if err != nil {
 		return Addr{}, err
 	}
-	var lc net.ListenConfig
+	lc := net.ListenConfig{KeepAlive: s.tcpKeepAlive()}
 	ln, err := lc.Listen(ctx, network, hostport)
 	if err != nil {
 		return Addr{}, fmt.Errorf("tendril: listen %s: %w", addr.Transport, err)
@@ -306,7 +306,7 @@ func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, e
 	defer stop()
 
 	dctx, dcancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
-	var d net.Dialer
+	d := net.Dialer{KeepAlive: s.tcpKeepAlive()}
 	raw, err := d.DialContext(dctx, network, hostport)
 	dcancel()
 	if err != nil {
@@ -324,9 +324,22 @@ func (s *Service) release() {
 	s.mu.Unlock()
 }
 
+// tcpKeepAlive is the TCP keepalive setting for net.Dialer and net.ListenConfig: off (-1)
+// while the Service's own keepalive pings every session, which also covers the secure and
+// mux layers; the operating system's default (0) otherwise.
+func (s *Service) tcpKeepAlive() time.Duration {
+	if s.keepAlive > 0 {
+		return -1
+	}
+	return 0
+}
+
 // setup turns a raw connection into a registered session. The caller has reserved a slot;
 // setup gives it back on every path.
 func (s *Service) setup(ctx context.Context, raw net.Conn, dir Direction, expect secio.PeerID, legacy bool) (*Session, error) {
+	if tc, ok := raw.(*net.TCPConn); ok && s.cfg.ResetOnClose {
+		_ = tc.SetLinger(0)
+	}
 	remote := addrFromNet(raw.RemoteAddr(), expect)
 	local := addrFromNet(raw.LocalAddr(), secio.PeerID{})
 	var (
