@@ -112,7 +112,7 @@ func tendrilConfig(suite aead.Suite) tendril.Config {
 	return tendril.Config{
 		Ciphers:        []aead.Suite{suite},
 		MaxConnections: 1 << 16,
-		EventBuffer:    16, // nobody reads the events here
+		EventBuffer:    16,   // nobody reads the events here
 		ResetOnClose:   true, // every transport here closes with a reset, as go-libp2p does
 		Protocols: []tendril.Protocol{{
 			Name:     benchProtocol,
