@@ -50,21 +50,24 @@ func Sum256(data []byte) [32]byte {
 // sumChunk writes the first 64 bytes of the root output of an input of at
 // most one chunk, compressing straight from data where it can.
 func sumChunk(full *[64]byte, data []byte, key *[8]uint32, flags uint32) {
-	cv := *key
-	flags |= flagChunkStart | flagChunkEnd | flagRoot
+	n := 0
 	if len(data) > BlockSize {
-		n := (len(data) - 1) / BlockSize
-		compressChain(&cv, data[:n*BlockSize], 0, flags&^(flagChunkEnd|flagRoot|flagChunkStart), flags&flagChunkStart, 0)
-		data = data[n*BlockSize:]
-		flags &^= flagChunkStart
+		n = (len(data) - 1) / BlockSize
 	}
-	if len(data) == BlockSize {
-		compressFull(full, &cv, (*[64]byte)(data), 0, BlockSize, flags)
+	rest := data[n*BlockSize:]
+	var block [64]byte
+	last := &block
+	if len(rest) == BlockSize {
+		last = (*[64]byte)(rest)
+	} else {
+		copy(block[:], rest)
+	}
+	if n == 0 {
+		// One block: the single-block kernel starts faster than a chain.
+		compressFull(full, key, last, 0, uint32(len(rest)), flags|flagChunkStart|flagChunkEnd|flagRoot)
 		return
 	}
-	var block [64]byte
-	copy(block[:], data)
-	compressFull(full, &cv, &block, 0, uint32(len(data)), flags)
+	compressChainOut(full, key, data[:n*BlockSize], last, 0, uint32(len(rest)), flags, flagChunkStart, flagChunkEnd|flagRoot)
 }
 
 // Sum512 returns the first 64 bytes of the BLAKE3 extended output for data.

@@ -89,6 +89,27 @@ func compressChain(cv *[8]uint32, p []byte, counter uint64, flags, flagsStart, f
 	}
 }
 
+// compressChainOut compresses the full blocks of p and then last, of
+// lastLen bytes, in sequence from cv (left unchanged), flagsStart added to
+// the first block's flags and flagsEnd to the last's, and writes the last
+// block's 64-byte extended output to out: a chunk's root output in one
+// call.
+func compressChainOut(out *[64]byte, cv *[8]uint32, p []byte, last *[64]byte, counter uint64, lastLen, flags, flagsStart, flagsEnd uint32) {
+	n := len(p) / BlockSize
+	var p0 *byte
+	if n > 0 {
+		p0 = &p[0]
+	}
+	switch {
+	case impl >= implAVX512:
+		chainOutAVX512(out, cv, p0, n, last, counter, lastLen, flags, flagsStart, flagsEnd)
+	case impl >= implSSE41:
+		chainOutSSE41(out, cv, p0, n, last, counter, lastLen, flags, flagsStart, flagsEnd)
+	default:
+		compressChainOutGeneric(out, cv, p, last, counter, lastLen, flags, flagsStart, flagsEnd)
+	}
+}
+
 func hashChunks(input, tail []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) {
 	if impl == implGeneric {
 		hashChunksGeneric(input, tail, key, counter, flags, out)

@@ -1355,7 +1355,7 @@ TEXT ·compressSSE41(SB), NOSPLIT, $0-40
 	RET
 
 // func chainSSE41(cv *[8]uint32, p *byte, n int, counter uint64, flags uint32, flagsStart uint32, flagsEnd uint32)
-// Requires: SSE, SSE2, SSE4.1, SSSE3
+// Requires: CMOV, SSE, SSE2, SSE4.1, SSSE3
 TEXT ·chainSSE41(SB), NOSPLIT, $0-44
 	MOVQ  cv+0(FP), SI
 	MOVQ  p+8(FP), DX
@@ -1371,12 +1371,14 @@ TEXT ·chainSSE41(SB), NOSPLIT, $0-44
 	MOVOU blake3Rot8<>+0(SB), X8
 
 loop:
-	MOVL R9, CX
-	ORL  R10, CX
-	XORL R10, R10
-	CMPQ R8, $0x01
-	JNE  notlast
-	ORL  R11, CX
+	MOVL    R9, CX
+	ORL     R10, CX
+	XORL    R10, R10
+	LEAQ    64(DX), DI
+	CMPQ    R8, $0x01
+	CMOVQEQ DX, DI
+	JNE     notlast
+	ORL     R11, CX
 
 notlast:
 	MOVOU      blake3IV<>+0(SB), X2
@@ -1835,11 +1837,516 @@ notlast:
 	PSHUFD $0x4e, X3, X3
 	PXOR   X2, X0
 	PXOR   X3, X1
-	ADDQ   $0x40, DX
+	MOVQ   DI, DX
 	DECQ   R8
 	JNZ    loop
 	MOVOU  X0, (SI)
 	MOVOU  X1, 16(SI)
+	RET
+
+// func chainOutSSE41(out *[64]byte, cv *[8]uint32, p *byte, n int, last *[64]byte, counter uint64, lastLen uint32, flags uint32, flagsStart uint32, flagsEnd uint32)
+// Requires: CMOV, SSE, SSE2, SSE4.1, SSSE3
+TEXT ·chainOutSSE41(SB), NOSPLIT, $0-64
+	MOVQ    cv+8(FP), SI
+	MOVQ    p+16(FP), DX
+	MOVQ    n+24(FP), R8
+	MOVQ    counter+40(FP), AX
+	MOVL    flags+52(FP), R9
+	MOVL    flagsStart+56(FP), R10
+	MOVL    flagsEnd+60(FP), R11
+	MOVQ    last+32(FP), R14
+	MOVL    lastLen+48(FP), R15
+	TESTQ   R8, R8
+	CMOVQEQ R14, DX
+	INCQ    R8
+	MOVOU   (SI), X0
+	MOVOU   16(SI), X1
+	MOVL    $0x00000040, BX
+	MOVOU   blake3Rot16<>+0(SB), X7
+	MOVOU   blake3Rot8<>+0(SB), X8
+
+loop:
+	MOVL    R9, CX
+	ORL     R10, CX
+	XORL    R10, R10
+	LEAQ    64(DX), DI
+	CMPQ    R8, $0x02
+	CMOVQEQ R14, DI
+	CMPQ    R8, $0x01
+	CMOVQEQ DX, DI
+	JNE     notlast
+	ORL     R11, CX
+	MOVL    R15, BX
+
+notlast:
+	MOVO       X0, X9
+	MOVO       X1, X10
+	MOVOU      blake3IV<>+0(SB), X2
+	SHLQ       $0x20, CX
+	ORQ        BX, CX
+	MOVQ       AX, X3
+	MOVQ       CX, X4
+	PUNPCKLQDQ X4, X3
+
+	// round 1
+	MOVSS  (DX), X4
+	PINSRD $0x01, 8(DX), X4
+	PINSRD $0x02, 16(DX), X4
+	PINSRD $0x03, 24(DX), X4
+	MOVSS  4(DX), X5
+	PINSRD $0x01, 12(DX), X5
+	PINSRD $0x02, 20(DX), X5
+	PINSRD $0x03, 28(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x93, X0, X0
+	PSHUFD $0x39, X2, X2
+	PSHUFD $0x4e, X3, X3
+	MOVSS  56(DX), X4
+	PINSRD $0x01, 32(DX), X4
+	PINSRD $0x02, 40(DX), X4
+	PINSRD $0x03, 48(DX), X4
+	MOVSS  60(DX), X5
+	PINSRD $0x01, 36(DX), X5
+	PINSRD $0x02, 44(DX), X5
+	PINSRD $0x03, 52(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x39, X0, X0
+	PSHUFD $0x93, X2, X2
+	PSHUFD $0x4e, X3, X3
+
+	// round 2
+	MOVSS  8(DX), X4
+	PINSRD $0x01, 12(DX), X4
+	PINSRD $0x02, 28(DX), X4
+	PINSRD $0x03, 16(DX), X4
+	MOVSS  24(DX), X5
+	PINSRD $0x01, 40(DX), X5
+	PINSRD $0x02, (DX), X5
+	PINSRD $0x03, 52(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x93, X0, X0
+	PSHUFD $0x39, X2, X2
+	PSHUFD $0x4e, X3, X3
+	MOVSS  60(DX), X4
+	PINSRD $0x01, 4(DX), X4
+	PINSRD $0x02, 48(DX), X4
+	PINSRD $0x03, 36(DX), X4
+	MOVSS  32(DX), X5
+	PINSRD $0x01, 44(DX), X5
+	PINSRD $0x02, 20(DX), X5
+	PINSRD $0x03, 56(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x39, X0, X0
+	PSHUFD $0x93, X2, X2
+	PSHUFD $0x4e, X3, X3
+
+	// round 3
+	MOVSS  12(DX), X4
+	PINSRD $0x01, 40(DX), X4
+	PINSRD $0x02, 52(DX), X4
+	PINSRD $0x03, 28(DX), X4
+	MOVSS  16(DX), X5
+	PINSRD $0x01, 48(DX), X5
+	PINSRD $0x02, 8(DX), X5
+	PINSRD $0x03, 56(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x93, X0, X0
+	PSHUFD $0x39, X2, X2
+	PSHUFD $0x4e, X3, X3
+	MOVSS  32(DX), X4
+	PINSRD $0x01, 24(DX), X4
+	PINSRD $0x02, 36(DX), X4
+	PINSRD $0x03, 44(DX), X4
+	MOVSS  4(DX), X5
+	PINSRD $0x01, 20(DX), X5
+	PINSRD $0x02, (DX), X5
+	PINSRD $0x03, 60(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x39, X0, X0
+	PSHUFD $0x93, X2, X2
+	PSHUFD $0x4e, X3, X3
+
+	// round 4
+	MOVSS  40(DX), X4
+	PINSRD $0x01, 48(DX), X4
+	PINSRD $0x02, 56(DX), X4
+	PINSRD $0x03, 52(DX), X4
+	MOVSS  28(DX), X5
+	PINSRD $0x01, 36(DX), X5
+	PINSRD $0x02, 12(DX), X5
+	PINSRD $0x03, 60(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x93, X0, X0
+	PSHUFD $0x39, X2, X2
+	PSHUFD $0x4e, X3, X3
+	MOVSS  4(DX), X4
+	PINSRD $0x01, 16(DX), X4
+	PINSRD $0x02, 44(DX), X4
+	PINSRD $0x03, 20(DX), X4
+	MOVSS  24(DX), X5
+	PINSRD $0x01, (DX), X5
+	PINSRD $0x02, 8(DX), X5
+	PINSRD $0x03, 32(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x39, X0, X0
+	PSHUFD $0x93, X2, X2
+	PSHUFD $0x4e, X3, X3
+
+	// round 5
+	MOVSS  48(DX), X4
+	PINSRD $0x01, 36(DX), X4
+	PINSRD $0x02, 60(DX), X4
+	PINSRD $0x03, 56(DX), X4
+	MOVSS  52(DX), X5
+	PINSRD $0x01, 44(DX), X5
+	PINSRD $0x02, 40(DX), X5
+	PINSRD $0x03, 32(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x93, X0, X0
+	PSHUFD $0x39, X2, X2
+	PSHUFD $0x4e, X3, X3
+	MOVSS  24(DX), X4
+	PINSRD $0x01, 28(DX), X4
+	PINSRD $0x02, 20(DX), X4
+	PINSRD $0x03, (DX), X4
+	MOVSS  16(DX), X5
+	PINSRD $0x01, 8(DX), X5
+	PINSRD $0x02, 12(DX), X5
+	PINSRD $0x03, 4(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x39, X0, X0
+	PSHUFD $0x93, X2, X2
+	PSHUFD $0x4e, X3, X3
+
+	// round 6
+	MOVSS  36(DX), X4
+	PINSRD $0x01, 44(DX), X4
+	PINSRD $0x02, 32(DX), X4
+	PINSRD $0x03, 60(DX), X4
+	MOVSS  56(DX), X5
+	PINSRD $0x01, 20(DX), X5
+	PINSRD $0x02, 48(DX), X5
+	PINSRD $0x03, 4(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x93, X0, X0
+	PSHUFD $0x39, X2, X2
+	PSHUFD $0x4e, X3, X3
+	MOVSS  16(DX), X4
+	PINSRD $0x01, 52(DX), X4
+	PINSRD $0x02, (DX), X4
+	PINSRD $0x03, 8(DX), X4
+	MOVSS  28(DX), X5
+	PINSRD $0x01, 12(DX), X5
+	PINSRD $0x02, 40(DX), X5
+	PINSRD $0x03, 24(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x39, X0, X0
+	PSHUFD $0x93, X2, X2
+	PSHUFD $0x4e, X3, X3
+
+	// round 7
+	MOVSS  44(DX), X4
+	PINSRD $0x01, 20(DX), X4
+	PINSRD $0x02, 4(DX), X4
+	PINSRD $0x03, 32(DX), X4
+	MOVSS  60(DX), X5
+	PINSRD $0x01, (DX), X5
+	PINSRD $0x02, 36(DX), X5
+	PINSRD $0x03, 24(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x93, X0, X0
+	PSHUFD $0x39, X2, X2
+	PSHUFD $0x4e, X3, X3
+	MOVSS  28(DX), X4
+	PINSRD $0x01, 56(DX), X4
+	PINSRD $0x02, 8(DX), X4
+	PINSRD $0x03, 12(DX), X4
+	MOVSS  52(DX), X5
+	PINSRD $0x01, 40(DX), X5
+	PINSRD $0x02, 48(DX), X5
+	PINSRD $0x03, 16(DX), X5
+	PADDL  X4, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X7, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x0c, X6
+	PSLLL  $0x14, X1
+	POR    X6, X1
+	PADDL  X5, X0
+	PADDL  X1, X0
+	PXOR   X0, X3
+	PSHUFB X8, X3
+	PADDL  X3, X2
+	PXOR   X2, X1
+	MOVO   X1, X6
+	PSRLL  $0x07, X6
+	PSLLL  $0x19, X1
+	POR    X6, X1
+	PSHUFD $0x39, X0, X0
+	PSHUFD $0x93, X2, X2
+	PSHUFD $0x4e, X3, X3
+	PXOR   X2, X0
+	PXOR   X3, X1
+	MOVQ   DI, DX
+	DECQ   R8
+	JNZ    loop
+	MOVQ   out+0(FP), DI
+	MOVOU  X0, (DI)
+	MOVOU  X1, 16(DI)
+	PXOR   X9, X2
+	PXOR   X10, X3
+	MOVOU  X2, 32(DI)
+	MOVOU  X3, 48(DI)
 	RET
 
 // func compressAVX512(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint64, blockLen uint32, flags uint32)
@@ -2219,17 +2726,16 @@ TEXT ·chainAVX512(SB), NOSPLIT, $448-44
 	VMOVDQU32 Z23, 384(SP)
 
 loop:
-	MOVL R9, CX
-	ORL  R10, CX
-	XORL R10, R10
-	CMPQ R8, $0x01
-	JNE  notlast
-	ORL  R11, CX
+	MOVL    R9, CX
+	ORL     R10, CX
+	XORL    R10, R10
+	LEAQ    64(DX), DI
+	CMPQ    R8, $0x01
+	CMOVQEQ DX, DI
+	JNE     notlast
+	ORL     R11, CX
 
 notlast:
-	LEAQ        64(DX), DI
-	CMPQ        R8, $0x01
-	CMOVQEQ     DX, DI
 	VMOVDQU     blake3IV<>+0(SB), X2
 	SHLQ        $0x20, CX
 	ORQ         BX, CX
@@ -2293,34 +2799,34 @@ notlast:
 	MOVL       R12, (SP)
 	MOVL       8(DI), R13
 	MOVL       R13, 4(SP)
-	MOVL       16(DI), R14
-	MOVL       R14, 8(SP)
-	MOVL       24(DI), R15
-	MOVL       R15, 12(SP)
+	MOVL       16(DI), R12
+	MOVL       R12, 8(SP)
+	MOVL       24(DI), R13
+	MOVL       R13, 12(SP)
 	MOVL       4(DI), R12
 	MOVL       R12, 16(SP)
 	MOVL       12(DI), R13
 	MOVL       R13, 20(SP)
-	MOVL       20(DI), R14
-	MOVL       R14, 24(SP)
-	MOVL       28(DI), R15
-	MOVL       R15, 28(SP)
+	MOVL       20(DI), R12
+	MOVL       R12, 24(SP)
+	MOVL       28(DI), R13
+	MOVL       R13, 28(SP)
 	MOVL       56(DI), R12
 	MOVL       R12, 32(SP)
 	MOVL       32(DI), R13
 	MOVL       R13, 36(SP)
-	MOVL       40(DI), R14
-	MOVL       R14, 40(SP)
-	MOVL       48(DI), R15
-	MOVL       R15, 44(SP)
+	MOVL       40(DI), R12
+	MOVL       R12, 40(SP)
+	MOVL       48(DI), R13
+	MOVL       R13, 44(SP)
 	MOVL       60(DI), R12
 	MOVL       R12, 48(SP)
 	MOVL       36(DI), R13
 	MOVL       R13, 52(SP)
-	MOVL       44(DI), R14
-	MOVL       R14, 56(SP)
-	MOVL       52(DI), R15
-	MOVL       R15, 60(SP)
+	MOVL       44(DI), R12
+	MOVL       R12, 56(SP)
+	MOVL       52(DI), R13
+	MOVL       R13, 60(SP)
 
 	// round 2
 	VPADDD     64(SP), X0, X0
@@ -2377,34 +2883,34 @@ notlast:
 	MOVL       R12, 64(SP)
 	MOVL       12(DI), R13
 	MOVL       R13, 68(SP)
-	MOVL       28(DI), R14
-	MOVL       R14, 72(SP)
-	MOVL       16(DI), R15
-	MOVL       R15, 76(SP)
+	MOVL       28(DI), R12
+	MOVL       R12, 72(SP)
+	MOVL       16(DI), R13
+	MOVL       R13, 76(SP)
 	MOVL       24(DI), R12
 	MOVL       R12, 80(SP)
 	MOVL       40(DI), R13
 	MOVL       R13, 84(SP)
-	MOVL       (DI), R14
-	MOVL       R14, 88(SP)
-	MOVL       52(DI), R15
-	MOVL       R15, 92(SP)
+	MOVL       (DI), R12
+	MOVL       R12, 88(SP)
+	MOVL       52(DI), R13
+	MOVL       R13, 92(SP)
 	MOVL       60(DI), R12
 	MOVL       R12, 96(SP)
 	MOVL       4(DI), R13
 	MOVL       R13, 100(SP)
-	MOVL       48(DI), R14
-	MOVL       R14, 104(SP)
-	MOVL       36(DI), R15
-	MOVL       R15, 108(SP)
+	MOVL       48(DI), R12
+	MOVL       R12, 104(SP)
+	MOVL       36(DI), R13
+	MOVL       R13, 108(SP)
 	MOVL       32(DI), R12
 	MOVL       R12, 112(SP)
 	MOVL       44(DI), R13
 	MOVL       R13, 116(SP)
-	MOVL       20(DI), R14
-	MOVL       R14, 120(SP)
-	MOVL       56(DI), R15
-	MOVL       R15, 124(SP)
+	MOVL       20(DI), R12
+	MOVL       R12, 120(SP)
+	MOVL       56(DI), R13
+	MOVL       R13, 124(SP)
 
 	// round 3
 	VPADDD     128(SP), X0, X0
@@ -2461,34 +2967,34 @@ notlast:
 	MOVL       R12, 128(SP)
 	MOVL       40(DI), R13
 	MOVL       R13, 132(SP)
-	MOVL       52(DI), R14
-	MOVL       R14, 136(SP)
-	MOVL       28(DI), R15
-	MOVL       R15, 140(SP)
+	MOVL       52(DI), R12
+	MOVL       R12, 136(SP)
+	MOVL       28(DI), R13
+	MOVL       R13, 140(SP)
 	MOVL       16(DI), R12
 	MOVL       R12, 144(SP)
 	MOVL       48(DI), R13
 	MOVL       R13, 148(SP)
-	MOVL       8(DI), R14
-	MOVL       R14, 152(SP)
-	MOVL       56(DI), R15
-	MOVL       R15, 156(SP)
+	MOVL       8(DI), R12
+	MOVL       R12, 152(SP)
+	MOVL       56(DI), R13
+	MOVL       R13, 156(SP)
 	MOVL       32(DI), R12
 	MOVL       R12, 160(SP)
 	MOVL       24(DI), R13
 	MOVL       R13, 164(SP)
-	MOVL       36(DI), R14
-	MOVL       R14, 168(SP)
-	MOVL       44(DI), R15
-	MOVL       R15, 172(SP)
+	MOVL       36(DI), R12
+	MOVL       R12, 168(SP)
+	MOVL       44(DI), R13
+	MOVL       R13, 172(SP)
 	MOVL       4(DI), R12
 	MOVL       R12, 176(SP)
 	MOVL       20(DI), R13
 	MOVL       R13, 180(SP)
-	MOVL       (DI), R14
-	MOVL       R14, 184(SP)
-	MOVL       60(DI), R15
-	MOVL       R15, 188(SP)
+	MOVL       (DI), R12
+	MOVL       R12, 184(SP)
+	MOVL       60(DI), R13
+	MOVL       R13, 188(SP)
 
 	// round 4
 	VPADDD     192(SP), X0, X0
@@ -2545,34 +3051,34 @@ notlast:
 	MOVL       R12, 192(SP)
 	MOVL       48(DI), R13
 	MOVL       R13, 196(SP)
-	MOVL       56(DI), R14
-	MOVL       R14, 200(SP)
-	MOVL       52(DI), R15
-	MOVL       R15, 204(SP)
+	MOVL       56(DI), R12
+	MOVL       R12, 200(SP)
+	MOVL       52(DI), R13
+	MOVL       R13, 204(SP)
 	MOVL       28(DI), R12
 	MOVL       R12, 208(SP)
 	MOVL       36(DI), R13
 	MOVL       R13, 212(SP)
-	MOVL       12(DI), R14
-	MOVL       R14, 216(SP)
-	MOVL       60(DI), R15
-	MOVL       R15, 220(SP)
+	MOVL       12(DI), R12
+	MOVL       R12, 216(SP)
+	MOVL       60(DI), R13
+	MOVL       R13, 220(SP)
 	MOVL       4(DI), R12
 	MOVL       R12, 224(SP)
 	MOVL       16(DI), R13
 	MOVL       R13, 228(SP)
-	MOVL       44(DI), R14
-	MOVL       R14, 232(SP)
-	MOVL       20(DI), R15
-	MOVL       R15, 236(SP)
+	MOVL       44(DI), R12
+	MOVL       R12, 232(SP)
+	MOVL       20(DI), R13
+	MOVL       R13, 236(SP)
 	MOVL       24(DI), R12
 	MOVL       R12, 240(SP)
 	MOVL       (DI), R13
 	MOVL       R13, 244(SP)
-	MOVL       8(DI), R14
-	MOVL       R14, 248(SP)
-	MOVL       32(DI), R15
-	MOVL       R15, 252(SP)
+	MOVL       8(DI), R12
+	MOVL       R12, 248(SP)
+	MOVL       32(DI), R13
+	MOVL       R13, 252(SP)
 
 	// round 5
 	VPADDD     256(SP), X0, X0
@@ -2629,34 +3135,34 @@ notlast:
 	MOVL       R12, 256(SP)
 	MOVL       36(DI), R13
 	MOVL       R13, 260(SP)
-	MOVL       60(DI), R14
-	MOVL       R14, 264(SP)
-	MOVL       56(DI), R15
-	MOVL       R15, 268(SP)
+	MOVL       60(DI), R12
+	MOVL       R12, 264(SP)
+	MOVL       56(DI), R13
+	MOVL       R13, 268(SP)
 	MOVL       52(DI), R12
 	MOVL       R12, 272(SP)
 	MOVL       44(DI), R13
 	MOVL       R13, 276(SP)
-	MOVL       40(DI), R14
-	MOVL       R14, 280(SP)
-	MOVL       32(DI), R15
-	MOVL       R15, 284(SP)
+	MOVL       40(DI), R12
+	MOVL       R12, 280(SP)
+	MOVL       32(DI), R13
+	MOVL       R13, 284(SP)
 	MOVL       24(DI), R12
 	MOVL       R12, 288(SP)
 	MOVL       28(DI), R13
 	MOVL       R13, 292(SP)
-	MOVL       20(DI), R14
-	MOVL       R14, 296(SP)
-	MOVL       (DI), R15
-	MOVL       R15, 300(SP)
+	MOVL       20(DI), R12
+	MOVL       R12, 296(SP)
+	MOVL       (DI), R13
+	MOVL       R13, 300(SP)
 	MOVL       16(DI), R12
 	MOVL       R12, 304(SP)
 	MOVL       8(DI), R13
 	MOVL       R13, 308(SP)
-	MOVL       12(DI), R14
-	MOVL       R14, 312(SP)
-	MOVL       4(DI), R15
-	MOVL       R15, 316(SP)
+	MOVL       12(DI), R12
+	MOVL       R12, 312(SP)
+	MOVL       4(DI), R13
+	MOVL       R13, 316(SP)
 
 	// round 6
 	VPADDD     320(SP), X0, X0
@@ -2713,34 +3219,34 @@ notlast:
 	MOVL       R12, 320(SP)
 	MOVL       44(DI), R13
 	MOVL       R13, 324(SP)
-	MOVL       32(DI), R14
-	MOVL       R14, 328(SP)
-	MOVL       60(DI), R15
-	MOVL       R15, 332(SP)
+	MOVL       32(DI), R12
+	MOVL       R12, 328(SP)
+	MOVL       60(DI), R13
+	MOVL       R13, 332(SP)
 	MOVL       56(DI), R12
 	MOVL       R12, 336(SP)
 	MOVL       20(DI), R13
 	MOVL       R13, 340(SP)
-	MOVL       48(DI), R14
-	MOVL       R14, 344(SP)
-	MOVL       4(DI), R15
-	MOVL       R15, 348(SP)
+	MOVL       48(DI), R12
+	MOVL       R12, 344(SP)
+	MOVL       4(DI), R13
+	MOVL       R13, 348(SP)
 	MOVL       16(DI), R12
 	MOVL       R12, 352(SP)
 	MOVL       52(DI), R13
 	MOVL       R13, 356(SP)
-	MOVL       (DI), R14
-	MOVL       R14, 360(SP)
-	MOVL       8(DI), R15
-	MOVL       R15, 364(SP)
+	MOVL       (DI), R12
+	MOVL       R12, 360(SP)
+	MOVL       8(DI), R13
+	MOVL       R13, 364(SP)
 	MOVL       28(DI), R12
 	MOVL       R12, 368(SP)
 	MOVL       12(DI), R13
 	MOVL       R13, 372(SP)
-	MOVL       40(DI), R14
-	MOVL       R14, 376(SP)
-	MOVL       24(DI), R15
-	MOVL       R15, 380(SP)
+	MOVL       40(DI), R12
+	MOVL       R12, 376(SP)
+	MOVL       24(DI), R13
+	MOVL       R13, 380(SP)
 
 	// round 7
 	VPADDD     384(SP), X0, X0
@@ -2796,41 +3302,707 @@ notlast:
 	MOVL       R12, 384(SP)
 	MOVL       20(DI), R13
 	MOVL       R13, 388(SP)
-	MOVL       4(DI), R14
-	MOVL       R14, 392(SP)
-	MOVL       32(DI), R15
-	MOVL       R15, 396(SP)
+	MOVL       4(DI), R12
+	MOVL       R12, 392(SP)
+	MOVL       32(DI), R13
+	MOVL       R13, 396(SP)
 	MOVL       60(DI), R12
 	MOVL       R12, 400(SP)
 	MOVL       (DI), R13
 	MOVL       R13, 404(SP)
-	MOVL       36(DI), R14
-	MOVL       R14, 408(SP)
-	MOVL       24(DI), R15
-	MOVL       R15, 412(SP)
+	MOVL       36(DI), R12
+	MOVL       R12, 408(SP)
+	MOVL       24(DI), R13
+	MOVL       R13, 412(SP)
 	MOVL       28(DI), R12
 	MOVL       R12, 416(SP)
 	MOVL       56(DI), R13
 	MOVL       R13, 420(SP)
-	MOVL       8(DI), R14
-	MOVL       R14, 424(SP)
-	MOVL       12(DI), R15
-	MOVL       R15, 428(SP)
+	MOVL       8(DI), R12
+	MOVL       R12, 424(SP)
+	MOVL       12(DI), R13
+	MOVL       R13, 428(SP)
 	MOVL       52(DI), R12
 	MOVL       R12, 432(SP)
 	MOVL       40(DI), R13
 	MOVL       R13, 436(SP)
-	MOVL       48(DI), R14
-	MOVL       R14, 440(SP)
-	MOVL       16(DI), R15
-	MOVL       R15, 444(SP)
+	MOVL       48(DI), R12
+	MOVL       R12, 440(SP)
+	MOVL       16(DI), R13
+	MOVL       R13, 444(SP)
 	VPXOR      X2, X0, X0
 	VPXOR      X3, X1, X1
-	ADDQ       $0x40, DX
+	MOVQ       DI, DX
 	DECQ       R8
 	JNZ        loop
 	VMOVDQU    X0, (SI)
 	VMOVDQU    X1, 16(SI)
+	VZEROUPPER
+	RET
+
+// func chainOutAVX512(out *[64]byte, cv *[8]uint32, p *byte, n int, last *[64]byte, counter uint64, lastLen uint32, flags uint32, flagsStart uint32, flagsEnd uint32)
+// Requires: AVX, AVX512F, AVX512VL, CMOV
+TEXT ·chainOutAVX512(SB), NOSPLIT, $448-64
+	MOVQ      cv+8(FP), SI
+	MOVQ      p+16(FP), DX
+	MOVQ      n+24(FP), R8
+	MOVQ      counter+40(FP), AX
+	MOVL      flags+52(FP), R9
+	MOVL      flagsStart+56(FP), R10
+	MOVL      flagsEnd+60(FP), R11
+	MOVQ      last+32(FP), R14
+	MOVL      lastLen+48(FP), R15
+	TESTQ     R8, R8
+	CMOVQEQ   R14, DX
+	INCQ      R8
+	VMOVDQU   (SI), X0
+	VMOVDQU   16(SI), X1
+	MOVL      $0x00000040, BX
+	VMOVDQU32 (DX), Z16
+	VMOVDQU32 blake3Idx16<>+0(SB), Z23
+	VPERMD    Z16, Z23, Z23
+	VMOVDQU32 Z23, (SP)
+	VMOVDQU32 blake3Idx16<>+64(SB), Z23
+	VPERMD    Z16, Z23, Z23
+	VMOVDQU32 Z23, 64(SP)
+	VMOVDQU32 blake3Idx16<>+128(SB), Z23
+	VPERMD    Z16, Z23, Z23
+	VMOVDQU32 Z23, 128(SP)
+	VMOVDQU32 blake3Idx16<>+192(SB), Z23
+	VPERMD    Z16, Z23, Z23
+	VMOVDQU32 Z23, 192(SP)
+	VMOVDQU32 blake3Idx16<>+256(SB), Z23
+	VPERMD    Z16, Z23, Z23
+	VMOVDQU32 Z23, 256(SP)
+	VMOVDQU32 blake3Idx16<>+320(SB), Z23
+	VPERMD    Z16, Z23, Z23
+	VMOVDQU32 Z23, 320(SP)
+	VMOVDQU32 blake3Idx16<>+384(SB), Z23
+	VPERMD    Z16, Z23, Z23
+	VMOVDQU32 Z23, 384(SP)
+
+loop:
+	MOVL    R9, CX
+	ORL     R10, CX
+	XORL    R10, R10
+	LEAQ    64(DX), DI
+	CMPQ    R8, $0x02
+	CMOVQEQ R14, DI
+	CMPQ    R8, $0x01
+	CMOVQEQ DX, DI
+	JNE     notlast
+	ORL     R11, CX
+	MOVL    R15, BX
+
+notlast:
+	VMOVDQA64   X0, X9
+	VMOVDQA64   X1, X10
+	VMOVDQU     blake3IV<>+0(SB), X2
+	SHLQ        $0x20, CX
+	ORQ         BX, CX
+	VMOVQ       AX, X3
+	VMOVQ       CX, X4
+	VPUNPCKLQDQ X4, X3, X3
+	VPRORD      $0x10, X3, X3
+
+	// round 1
+	VPADDD     (SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     16(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VPADDD     32(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     48(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	MOVL       (DI), R12
+	MOVL       R12, (SP)
+	MOVL       8(DI), R13
+	MOVL       R13, 4(SP)
+	MOVL       16(DI), R12
+	MOVL       R12, 8(SP)
+	MOVL       24(DI), R13
+	MOVL       R13, 12(SP)
+	MOVL       4(DI), R12
+	MOVL       R12, 16(SP)
+	MOVL       12(DI), R13
+	MOVL       R13, 20(SP)
+	MOVL       20(DI), R12
+	MOVL       R12, 24(SP)
+	MOVL       28(DI), R13
+	MOVL       R13, 28(SP)
+	MOVL       56(DI), R12
+	MOVL       R12, 32(SP)
+	MOVL       32(DI), R13
+	MOVL       R13, 36(SP)
+	MOVL       40(DI), R12
+	MOVL       R12, 40(SP)
+	MOVL       48(DI), R13
+	MOVL       R13, 44(SP)
+	MOVL       60(DI), R12
+	MOVL       R12, 48(SP)
+	MOVL       36(DI), R13
+	MOVL       R13, 52(SP)
+	MOVL       44(DI), R12
+	MOVL       R12, 56(SP)
+	MOVL       52(DI), R13
+	MOVL       R13, 60(SP)
+
+	// round 2
+	VPADDD     64(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     80(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VPADDD     96(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     112(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	MOVL       8(DI), R12
+	MOVL       R12, 64(SP)
+	MOVL       12(DI), R13
+	MOVL       R13, 68(SP)
+	MOVL       28(DI), R12
+	MOVL       R12, 72(SP)
+	MOVL       16(DI), R13
+	MOVL       R13, 76(SP)
+	MOVL       24(DI), R12
+	MOVL       R12, 80(SP)
+	MOVL       40(DI), R13
+	MOVL       R13, 84(SP)
+	MOVL       (DI), R12
+	MOVL       R12, 88(SP)
+	MOVL       52(DI), R13
+	MOVL       R13, 92(SP)
+	MOVL       60(DI), R12
+	MOVL       R12, 96(SP)
+	MOVL       4(DI), R13
+	MOVL       R13, 100(SP)
+	MOVL       48(DI), R12
+	MOVL       R12, 104(SP)
+	MOVL       36(DI), R13
+	MOVL       R13, 108(SP)
+	MOVL       32(DI), R12
+	MOVL       R12, 112(SP)
+	MOVL       44(DI), R13
+	MOVL       R13, 116(SP)
+	MOVL       20(DI), R12
+	MOVL       R12, 120(SP)
+	MOVL       56(DI), R13
+	MOVL       R13, 124(SP)
+
+	// round 3
+	VPADDD     128(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     144(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VPADDD     160(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     176(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	MOVL       12(DI), R12
+	MOVL       R12, 128(SP)
+	MOVL       40(DI), R13
+	MOVL       R13, 132(SP)
+	MOVL       52(DI), R12
+	MOVL       R12, 136(SP)
+	MOVL       28(DI), R13
+	MOVL       R13, 140(SP)
+	MOVL       16(DI), R12
+	MOVL       R12, 144(SP)
+	MOVL       48(DI), R13
+	MOVL       R13, 148(SP)
+	MOVL       8(DI), R12
+	MOVL       R12, 152(SP)
+	MOVL       56(DI), R13
+	MOVL       R13, 156(SP)
+	MOVL       32(DI), R12
+	MOVL       R12, 160(SP)
+	MOVL       24(DI), R13
+	MOVL       R13, 164(SP)
+	MOVL       36(DI), R12
+	MOVL       R12, 168(SP)
+	MOVL       44(DI), R13
+	MOVL       R13, 172(SP)
+	MOVL       4(DI), R12
+	MOVL       R12, 176(SP)
+	MOVL       20(DI), R13
+	MOVL       R13, 180(SP)
+	MOVL       (DI), R12
+	MOVL       R12, 184(SP)
+	MOVL       60(DI), R13
+	MOVL       R13, 188(SP)
+
+	// round 4
+	VPADDD     192(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     208(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VPADDD     224(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     240(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	MOVL       40(DI), R12
+	MOVL       R12, 192(SP)
+	MOVL       48(DI), R13
+	MOVL       R13, 196(SP)
+	MOVL       56(DI), R12
+	MOVL       R12, 200(SP)
+	MOVL       52(DI), R13
+	MOVL       R13, 204(SP)
+	MOVL       28(DI), R12
+	MOVL       R12, 208(SP)
+	MOVL       36(DI), R13
+	MOVL       R13, 212(SP)
+	MOVL       12(DI), R12
+	MOVL       R12, 216(SP)
+	MOVL       60(DI), R13
+	MOVL       R13, 220(SP)
+	MOVL       4(DI), R12
+	MOVL       R12, 224(SP)
+	MOVL       16(DI), R13
+	MOVL       R13, 228(SP)
+	MOVL       44(DI), R12
+	MOVL       R12, 232(SP)
+	MOVL       20(DI), R13
+	MOVL       R13, 236(SP)
+	MOVL       24(DI), R12
+	MOVL       R12, 240(SP)
+	MOVL       (DI), R13
+	MOVL       R13, 244(SP)
+	MOVL       8(DI), R12
+	MOVL       R12, 248(SP)
+	MOVL       32(DI), R13
+	MOVL       R13, 252(SP)
+
+	// round 5
+	VPADDD     256(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     272(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VPADDD     288(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     304(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	MOVL       48(DI), R12
+	MOVL       R12, 256(SP)
+	MOVL       36(DI), R13
+	MOVL       R13, 260(SP)
+	MOVL       60(DI), R12
+	MOVL       R12, 264(SP)
+	MOVL       56(DI), R13
+	MOVL       R13, 268(SP)
+	MOVL       52(DI), R12
+	MOVL       R12, 272(SP)
+	MOVL       44(DI), R13
+	MOVL       R13, 276(SP)
+	MOVL       40(DI), R12
+	MOVL       R12, 280(SP)
+	MOVL       32(DI), R13
+	MOVL       R13, 284(SP)
+	MOVL       24(DI), R12
+	MOVL       R12, 288(SP)
+	MOVL       28(DI), R13
+	MOVL       R13, 292(SP)
+	MOVL       20(DI), R12
+	MOVL       R12, 296(SP)
+	MOVL       (DI), R13
+	MOVL       R13, 300(SP)
+	MOVL       16(DI), R12
+	MOVL       R12, 304(SP)
+	MOVL       8(DI), R13
+	MOVL       R13, 308(SP)
+	MOVL       12(DI), R12
+	MOVL       R12, 312(SP)
+	MOVL       4(DI), R13
+	MOVL       R13, 316(SP)
+
+	// round 6
+	VPADDD     320(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     336(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VPADDD     352(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     368(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	MOVL       36(DI), R12
+	MOVL       R12, 320(SP)
+	MOVL       44(DI), R13
+	MOVL       R13, 324(SP)
+	MOVL       32(DI), R12
+	MOVL       R12, 328(SP)
+	MOVL       60(DI), R13
+	MOVL       R13, 332(SP)
+	MOVL       56(DI), R12
+	MOVL       R12, 336(SP)
+	MOVL       20(DI), R13
+	MOVL       R13, 340(SP)
+	MOVL       48(DI), R12
+	MOVL       R12, 344(SP)
+	MOVL       4(DI), R13
+	MOVL       R13, 348(SP)
+	MOVL       16(DI), R12
+	MOVL       R12, 352(SP)
+	MOVL       52(DI), R13
+	MOVL       R13, 356(SP)
+	MOVL       (DI), R12
+	MOVL       R12, 360(SP)
+	MOVL       8(DI), R13
+	MOVL       R13, 364(SP)
+	MOVL       28(DI), R12
+	MOVL       R12, 368(SP)
+	MOVL       12(DI), R13
+	MOVL       R13, 372(SP)
+	MOVL       40(DI), R12
+	MOVL       R12, 376(SP)
+	MOVL       24(DI), R13
+	MOVL       R13, 380(SP)
+
+	// round 7
+	VPADDD     384(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     400(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPRORD     $0x10, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x93, X0, X0
+	VPSHUFD    $0x39, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	VPADDD     416(SP), X0, X0
+	VPADDD     X1, X0, X0
+	VPRORD     $0x0c, X1, X22
+	VPSRLD     $0x10, X0, X20
+	VPSLLD     $0x10, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x0c, X2, X20
+	VPSLLD     $0x14, X2, X21
+	VPRORD     $0x08, X3, X3
+	VPTERNLOGD $0x96, X21, X20, X22
+	VPADDD     432(SP), X0, X0
+	VPADDD     X22, X0, X0
+	VPRORD     $0x07, X22, X1
+	VPSRLD     $0x08, X0, X20
+	VPSLLD     $0x18, X0, X21
+	VPTERNLOGD $0x96, X21, X20, X3
+	VPADDD     X3, X2, X2
+	VPSRLD     $0x07, X2, X20
+	VPSLLD     $0x19, X2, X21
+	VPTERNLOGD $0x96, X21, X20, X1
+	VPSHUFD    $0x39, X0, X0
+	VPSHUFD    $0x93, X2, X2
+	VPSHUFD    $0x4e, X3, X3
+	MOVL       44(DI), R12
+	MOVL       R12, 384(SP)
+	MOVL       20(DI), R13
+	MOVL       R13, 388(SP)
+	MOVL       4(DI), R12
+	MOVL       R12, 392(SP)
+	MOVL       32(DI), R13
+	MOVL       R13, 396(SP)
+	MOVL       60(DI), R12
+	MOVL       R12, 400(SP)
+	MOVL       (DI), R13
+	MOVL       R13, 404(SP)
+	MOVL       36(DI), R12
+	MOVL       R12, 408(SP)
+	MOVL       24(DI), R13
+	MOVL       R13, 412(SP)
+	MOVL       28(DI), R12
+	MOVL       R12, 416(SP)
+	MOVL       56(DI), R13
+	MOVL       R13, 420(SP)
+	MOVL       8(DI), R12
+	MOVL       R12, 424(SP)
+	MOVL       12(DI), R13
+	MOVL       R13, 428(SP)
+	MOVL       52(DI), R12
+	MOVL       R12, 432(SP)
+	MOVL       40(DI), R13
+	MOVL       R13, 436(SP)
+	MOVL       48(DI), R12
+	MOVL       R12, 440(SP)
+	MOVL       16(DI), R13
+	MOVL       R13, 444(SP)
+	VPXOR      X2, X0, X0
+	VPXOR      X3, X1, X1
+	MOVQ       DI, DX
+	DECQ       R8
+	JNZ        loop
+	MOVQ       out+0(FP), DI
+	VMOVDQU    X0, (DI)
+	VMOVDQU    X1, 16(DI)
+	VPXOR      X9, X2, X2
+	VPXOR      X10, X3, X3
+	VMOVDQU    X2, 32(DI)
+	VMOVDQU    X3, 48(DI)
 	VZEROUPPER
 	RET
 

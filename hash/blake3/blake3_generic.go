@@ -89,6 +89,19 @@ func compressChainGeneric(cv *[8]uint32, p []byte, counter uint64, flags, flagsS
 	}
 }
 
+// compressChainOutGeneric compresses the full blocks of p and then last,
+// of lastLen bytes, in sequence from cv (which it leaves unchanged),
+// flagsStart added to the first block's flags and flagsEnd to the last's,
+// and writes the last block's 64-byte extended output to out.
+func compressChainOutGeneric(out *[64]byte, cv *[8]uint32, p []byte, last *[64]byte, counter uint64, lastLen, flags, flagsStart, flagsEnd uint32) {
+	c := *cv
+	if len(p) >= BlockSize {
+		compressChainGeneric(&c, p, counter, flags, flagsStart, 0)
+		flagsStart = 0
+	}
+	compressFullGeneric(out, &c, last, counter, lastLen, flags|flagsStart|flagsEnd)
+}
+
 func putCV(out []byte, cv *[8]uint32) {
 	_ = out[31]
 	for i, w := range cv {

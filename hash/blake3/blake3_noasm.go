@@ -33,6 +33,10 @@ func compressChain(cv *[8]uint32, p []byte, counter uint64, flags, flagsStart, f
 	compressChainGeneric(cv, p, counter, flags, flagsStart, flagsEnd)
 }
 
+func compressChainOut(out *[64]byte, cv *[8]uint32, p []byte, last *[64]byte, counter uint64, lastLen, flags, flagsStart, flagsEnd uint32) {
+	compressChainOutGeneric(out, cv, p, last, counter, lastLen, flags, flagsStart, flagsEnd)
+}
+
 func hashChunks(input, tail []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) {
 	hashChunksGeneric(input, tail, key, counter, flags, out)
 }

@@ -15,6 +15,14 @@ func compressSSE41(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint64
 //go:noescape
 func chainSSE41(cv *[8]uint32, p *byte, n int, counter uint64, flags uint32, flagsStart uint32, flagsEnd uint32)
 
+// chainOutSSE41 compresses n >= 0 full blocks at p and then the block at last,
+// of lastLen bytes, in sequence from cv, adding flagsStart to the first
+// block's flags and flagsEnd to the last's, and writes the last block's
+// 64-byte extended output to out.
+//
+//go:noescape
+func chainOutSSE41(out *[64]byte, cv *[8]uint32, p *byte, n int, last *[64]byte, counter uint64, lastLen uint32, flags uint32, flagsStart uint32, flagsEnd uint32)
+
 // compressAVX512 writes the 64-byte extended output of one block.
 //
 //go:noescape
@@ -25,6 +33,14 @@ func compressAVX512(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint6
 //
 //go:noescape
 func chainAVX512(cv *[8]uint32, p *byte, n int, counter uint64, flags uint32, flagsStart uint32, flagsEnd uint32)
+
+// chainOutAVX512 compresses n >= 0 full blocks at p and then the block at last,
+// of lastLen bytes, in sequence from cv, adding flagsStart to the first
+// block's flags and flagsEnd to the last's, and writes the last block's
+// 64-byte extended output to out.
+//
+//go:noescape
+func chainOutAVX512(out *[64]byte, cv *[8]uint32, p *byte, n int, last *[64]byte, counter uint64, lastLen uint32, flags uint32, flagsStart uint32, flagsEnd uint32)
 
 // chain2AVX512 compresses n > 0 full blocks at p0 into cvs[0:8] and n at p1 into
 // cvs[8:16], with counters ctr[0:2] and ctr[2:4], adding flagsStart to the first

@@ -81,6 +81,18 @@ func TestKernelsAgainstGeneric(t *testing.T) {
 				t.Fatalf("compressChain(%d blocks) differs", n)
 			}
 		}
+		for n := 0; n <= 16; n++ {
+			for _, lastLen := range []uint32{0, 1, 63, 64} {
+				last := [64]byte(input[2000 : 2000+64])
+				cv := key
+				var got, want [64]byte
+				compressChainOut(&got, &cv, input[:n*64], &last, 1<<32+1, lastLen, flagKeyedHash, flagChunkStart, flagChunkEnd|flagRoot)
+				compressChainOutGeneric(&want, &cv, input[:n*64], &last, 1<<32+1, lastLen, flagKeyedHash, flagChunkStart, flagChunkEnd|flagRoot)
+				if got != want || cv != key {
+					t.Fatalf("compressChainOut(%d blocks, last %d bytes) differs", n, lastLen)
+				}
+			}
+		}
 	})
 }
 

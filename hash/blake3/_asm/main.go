@@ -128,10 +128,9 @@ type rowISA struct {
 	// msg returns the two message vectors of step 0 (columns) or 1
 	// (diagonals) of round r, emitting whatever loads they need.
 	msg func(r, step int) (mx, my Op)
-	// In a chain, blockStart (if set) is emitted at the start of every
-	// block and endRound (if set) after each round.
-	blockStart func()
-	endRound   func(r int)
+	// In a chain, endRound (if set) is emitted after round r, with next
+	// pointing at the next block.
+	endRound func(r int, next reg.Register)
 }
 
 // The rows. In the AVX-512 form row b alternates between two registers.
@@ -139,6 +138,8 @@ var (
 	rowA, rowB, rowC, rowD = reg.X0, reg.X1, reg.X2, reg.X3
 	rowBSpare              = reg.X22
 	rowT1, rowT2           = reg.X20, reg.X21
+	// A chainOut block's input chaining value (free in both ISAs).
+	rowCV0, rowCV1 = reg.X9, reg.X10
 )
 
 // halfG is one half of the quarter-round on all four columns (or
@@ -188,7 +189,7 @@ func halfG(isa rowISA, m Op, rd, rb, nextRd int) {
 // rowRounds emits the seven rounds. Row b stays in place across the
 // diagonal step; a, c and d rotate, which keeps the shuffles off the
 // critical path through b.
-func rowRounds(isa rowISA) {
+func rowRounds(isa rowISA, next reg.Register) {
 	b := rowB
 	for r := 0; r < 7; r++ {
 		Commentf("round %d", r+1)
@@ -209,7 +210,7 @@ func rowRounds(isa rowISA) {
 		isa.pshufd(0x93, rowC)
 		isa.pshufd(0x4E, rowD)
 		if isa.endRound != nil {
-			isa.endRound(r)
+			isa.endRound(r, next)
 		}
 	}
 	if rowB != b {
@@ -288,8 +289,7 @@ func avx512RowISA(ptr reg.Register, chain bool) rowISA {
 			VPERMD(reg.Z16, reg.Z23, reg.Z23)
 			VMOVDQU32(reg.Z23, sched.Offset(64*r))
 		}
-		next := reg.RDI
-		tmp := []reg.GPPhysical{reg.R12, reg.R13, reg.R14, reg.R15}
+		tmp := []reg.GPPhysical{reg.R12, reg.R13}
 		return rowISA{
 			ternlog: true,
 			add:     add,
@@ -297,13 +297,7 @@ func avx512RowISA(ptr reg.Register, chain bool) rowISA {
 			msg: func(r, step int) (Op, Op) {
 				return sched.Offset(64*r + 32*step), sched.Offset(64*r + 32*step + 16)
 			},
-			blockStart: func() {
-				// next = the next block, or this one if this is the last.
-				LEAQ(Mem{Base: ptr, Disp: 64}, next)
-				CMPQ(reg.R8, U8(1))
-				CMOVQEQ(ptr, next)
-			},
-			endRound: func(r int) {
+			endRound: func(r int, next reg.Register) {
 				for k := 0; k < 16; k++ {
 					t := tmp[k%len(tmp)].As32()
 					MOVL(Mem{Base: next, Disp: 4 * schedule[r][rowLayout[k]]}, t)
@@ -335,46 +329,44 @@ func avx512RowISA(ptr reg.Register, chain bool) rowISA {
 	}
 }
 
-// rowKernels emits compress<suffix> and chain<suffix>.
-func rowKernels(suffix string, newISA func(ptr reg.Register, chain bool) rowISA, vex bool) {
-	xor := func(src, dst reg.VecPhysical) {
-		if vex {
-			VPXOR(src, dst, dst)
-		} else {
-			PXOR(src, dst)
-		}
+// rowXor sets dst ^= src, in the VEX or the SSE encoding.
+func rowXor(vex bool, src, dst reg.VecPhysical) {
+	if vex {
+		VPXOR(src, dst, dst)
+	} else {
+		PXOR(src, dst)
 	}
-	movu := func(src, dst Op) {
-		if vex {
-			VMOVDQU(src, dst)
-		} else {
-			MOVOU(src, dst)
-		}
-	}
-	punpcklqdq := func(src, x reg.VecPhysical) {
-		if vex {
-			VPUNPCKLQDQ(src, x, x)
-		} else {
-			PUNPCKLQDQ(src, x)
-		}
-	}
-	movq := func(src reg.Register, x reg.VecPhysical) {
-		if vex {
-			VMOVQ(src, x)
-		} else {
-			MOVQ(src, x)
-		}
-	}
-	// rowDInit builds row d = (counter, blockLen, flags) from RAX, EBX and
-	// ECX (zero-extended) with two independent GPR-to-vector moves.
-	rowDInit := func() {
-		SHLQ(U8(32), reg.RCX)
-		ORQ(reg.RBX, reg.RCX)
-		movq(reg.RAX, rowD)
-		movq(reg.RCX, reg.X4)
-		punpcklqdq(reg.X4, rowD)
-	}
+}
 
+// rowMovu moves 16 bytes, in the VEX or the SSE encoding.
+func rowMovu(vex bool, src, dst Op) {
+	if vex {
+		VMOVDQU(src, dst)
+	} else {
+		MOVOU(src, dst)
+	}
+}
+
+// rowDInit builds row d = (counter, blockLen, flags) from RAX, EBX and
+// ECX (zero-extended) with two independent GPR-to-vector moves.
+func rowDInit(vex bool) {
+	SHLQ(U8(32), reg.RCX)
+	ORQ(reg.RBX, reg.RCX)
+	if vex {
+		VMOVQ(reg.RAX, rowD)
+		VMOVQ(reg.RCX, reg.X4)
+		VPUNPCKLQDQ(reg.X4, rowD, rowD)
+	} else {
+		MOVQ(reg.RAX, rowD)
+		MOVQ(reg.RCX, reg.X4)
+		PUNPCKLQDQ(reg.X4, rowD)
+	}
+}
+
+// rowKernels emits compress<suffix>, chain<suffix> and chainOut<suffix>.
+func rowKernels(suffix string, newISA func(ptr reg.Register, chain bool) rowISA, vex bool) {
+	xor := func(src, dst reg.VecPhysical) { rowXor(vex, src, dst) }
+	movu := func(src, dst Op) { rowMovu(vex, src, dst) }
 	TEXT("compress"+suffix, NOSPLIT, "func(out *[64]byte, cv *[8]uint32, block *[64]byte, counter uint64, blockLen uint32, flags uint32)")
 	Pragma("noescape")
 	Doc("compress" + suffix + " writes the 64-byte extended output of one block.")
@@ -390,11 +382,11 @@ func rowKernels(suffix string, newISA func(ptr reg.Register, chain bool) rowISA,
 		movu(Mem{Base: cv}, rowA)
 		movu(Mem{Base: cv, Disp: 16}, rowB)
 		movu(ivMem, rowC)
-		rowDInit()
+		rowDInit(vex)
 		if isa.ternlog {
 			VPRORD(U8(16), rowD, rowD)
 		}
-		rowRounds(isa)
+		rowRounds(isa, nil)
 		xor(rowC, rowA)
 		xor(rowD, rowB)
 		movu(rowA, Mem{Base: out})
@@ -411,52 +403,108 @@ func rowKernels(suffix string, newISA func(ptr reg.Register, chain bool) rowISA,
 		RET()
 	}
 
-	TEXT("chain"+suffix, NOSPLIT, "func(cv *[8]uint32, p *byte, n int, counter uint64, flags uint32, flagsStart uint32, flagsEnd uint32)")
-	Pragma("noescape")
-	Doc("chain"+suffix+" compresses n > 0 full blocks at p in sequence into cv,",
-		"adding flagsStart to the first block's flags and flagsEnd to the last's.")
-	{
-		cv, p, n := reg.RSI, reg.RDX, reg.R8
-		Load(Param("cv"), cv)
-		Load(Param("p"), p)
-		Load(Param("n"), n)
-		Load(Param("counter"), reg.RAX)
-		Load(Param("flags"), reg.R9L)
-		Load(Param("flagsStart"), reg.R10L)
-		Load(Param("flagsEnd"), reg.R11L)
-		movu(Mem{Base: cv}, rowA)
-		movu(Mem{Base: cv, Disp: 16}, rowB)
-		MOVL(U32(64), reg.EBX)
-		isa := newISA(p, true)
-		Label("loop")
-		MOVL(reg.R9L, reg.ECX)
-		ORL(reg.R10L, reg.ECX)
-		XORL(reg.R10L, reg.R10L)
-		CMPQ(n, U8(1))
-		JNE(LabelRef("notlast"))
-		ORL(reg.R11L, reg.ECX)
-		Label("notlast")
-		if isa.blockStart != nil {
-			isa.blockStart()
+	rowChain("chain"+suffix, newISA, vex, false)
+	rowChain("chainOut"+suffix, newISA, vex, true)
+}
+
+// rowChain emits a chain kernel: blocks compressed in sequence from cv,
+// the first with flagsStart added to its flags and the last with flagsEnd.
+// chain<suffix> takes n > 0 full blocks at p and writes the chaining value
+// back to cv; chainOut<suffix> (full) takes n >= 0 full blocks at p and
+// then the block at last, of lastLen bytes, and writes that last block's
+// 64-byte extended output to out.
+func rowChain(name string, newISA func(ptr reg.Register, chain bool) rowISA, vex, full bool) {
+	xor := func(src, dst reg.VecPhysical) { rowXor(vex, src, dst) }
+	movu := func(src, dst Op) { rowMovu(vex, src, dst) }
+	if full {
+		TEXT(name, NOSPLIT, "func(out *[64]byte, cv *[8]uint32, p *byte, n int, last *[64]byte, counter uint64, lastLen uint32, flags uint32, flagsStart uint32, flagsEnd uint32)")
+		Pragma("noescape")
+		Doc(name+" compresses n >= 0 full blocks at p and then the block at last,",
+			"of lastLen bytes, in sequence from cv, adding flagsStart to the first",
+			"block's flags and flagsEnd to the last's, and writes the last block's",
+			"64-byte extended output to out.")
+	} else {
+		TEXT(name, NOSPLIT, "func(cv *[8]uint32, p *byte, n int, counter uint64, flags uint32, flagsStart uint32, flagsEnd uint32)")
+		Pragma("noescape")
+		Doc(name+" compresses n > 0 full blocks at p in sequence into cv,",
+			"adding flagsStart to the first block's flags and flagsEnd to the last's.")
+	}
+	// n counts the blocks left, this one included; next points at the
+	// next block (this one for the last: it is read, never used).
+	cv, p, n, next, last, lastLen := reg.RSI, reg.RDX, reg.R8, reg.RDI, reg.R14, reg.R15L
+	Load(Param("cv"), cv)
+	Load(Param("p"), p)
+	Load(Param("n"), n)
+	Load(Param("counter"), reg.RAX)
+	Load(Param("flags"), reg.R9L)
+	Load(Param("flagsStart"), reg.R10L)
+	Load(Param("flagsEnd"), reg.R11L)
+	if full {
+		Load(Param("last"), last)
+		Load(Param("lastLen"), lastLen)
+		TESTQ(n, n)
+		CMOVQEQ(last, p)
+		INCQ(n)
+	}
+	movu(Mem{Base: cv}, rowA)
+	movu(Mem{Base: cv, Disp: 16}, rowB)
+	MOVL(U32(64), reg.EBX)
+	isa := newISA(p, true)
+	Label("loop")
+	MOVL(reg.R9L, reg.ECX)
+	ORL(reg.R10L, reg.ECX)
+	XORL(reg.R10L, reg.R10L)
+	LEAQ(Mem{Base: p, Disp: 64}, next)
+	if full {
+		CMPQ(n, U8(2))
+		CMOVQEQ(last, next)
+	}
+	CMPQ(n, U8(1))
+	CMOVQEQ(p, next)
+	JNE(LabelRef("notlast"))
+	ORL(reg.R11L, reg.ECX)
+	if full {
+		MOVL(lastLen, reg.EBX)
+	}
+	Label("notlast")
+	if full {
+		// The block's input chaining value, for the extended output.
+		if vex {
+			VMOVDQA64(rowA, rowCV0)
+			VMOVDQA64(rowB, rowCV1)
+		} else {
+			MOVO(rowA, rowCV0)
+			MOVO(rowB, rowCV1)
 		}
-		movu(ivMem, rowC)
-		rowDInit()
-		if isa.ternlog {
-			VPRORD(U8(16), rowD, rowD)
-		}
-		rowRounds(isa)
-		xor(rowC, rowA)
-		xor(rowD, rowB)
-		ADDQ(U8(64), p)
-		DECQ(n)
-		JNZ(LabelRef("loop"))
+	}
+	movu(ivMem, rowC)
+	rowDInit(vex)
+	if isa.ternlog {
+		VPRORD(U8(16), rowD, rowD)
+	}
+	rowRounds(isa, next)
+	xor(rowC, rowA)
+	xor(rowD, rowB)
+	MOVQ(next, p)
+	DECQ(n)
+	JNZ(LabelRef("loop"))
+	if full {
+		out := reg.RDI
+		Load(Param("out"), out)
+		movu(rowA, Mem{Base: out})
+		movu(rowB, Mem{Base: out, Disp: 16})
+		xor(rowCV0, rowC)
+		xor(rowCV1, rowD)
+		movu(rowC, Mem{Base: out, Disp: 32})
+		movu(rowD, Mem{Base: out, Disp: 48})
+	} else {
 		movu(rowA, Mem{Base: cv})
 		movu(rowB, Mem{Base: cv, Disp: 16})
-		if vex {
-			VZEROUPPER()
-		}
-		RET()
 	}
+	if vex {
+		VZEROUPPER()
+	}
+	RET()
 }
 
 // ---------------------------------------------------------------------
@@ -880,7 +928,7 @@ func chain2Kernel() {
 			return out[0].AsY(), out[1].AsY()
 		},
 	}
-	rowRounds(isa)
+	rowRounds(isa, nil)
 	VPXORD(rowC, rowA, rowA)
 	VPXORD(rowD, rowB, rowB)
 	ADDQ(U8(64), p0)
