@@ -166,41 +166,88 @@ type region struct {
 	c, x    uint64
 }
 
-// decryptStart begins decrypting srcs[i] for the lanes: it checks the
-// length, reserves the output at the end of dsts[i], decrypts the block(s)
-// holding the header in Go, writes their plaintext bytes, sets dsts[i] to
-// its final length, and returns the remaining blocks as a region whose
-// output lands directly at its final place (no copy, no shift afterwards).
-// The region is empty if nothing is left; ok is false if the message failed.
-func (c *Cipher) decryptStart(dsts, srcs [][]byte, i int, errs *batchErrs) (r region, ok bool) {
-	ct := srcs[i]
-	if err := checkCiphertextLen(len(ct)); err != nil {
-		errs.fail(i, len(srcs), err)
-		return r, false
+// startQueue holds messages that decryptStarts has begun, waiting for a
+// lane, in message order.
+type startQueue struct {
+	r      [16]region
+	n, pos int
+}
+
+// decryptStarts begins decrypting the next (up to) 16 valid messages of
+// srcs from *next on, for the lanes: for each it checks the length,
+// reserves the output at the end of dsts[i], deciphers the block(s) holding
+// the header, writes their plaintext bytes, sets dsts[i] to its final
+// length, and queues the remaining blocks as a region whose output lands
+// directly at its final place (no copy, no shift afterwards). The header
+// blocks of all of them are deciphered side by side with the 16-block
+// kernel of impl: first blocks, then the second blocks of those whose
+// plaintext starts there. Failed messages are recorded in errs; regions may
+// be empty (nothing left after the header blocks).
+func (c *Cipher) decryptStarts(dsts, srcs [][]byte, next *int, impl int, q *startQueue, errs *batchErrs) {
+	var (
+		idx   [16]int
+		v, w  [32]uint32
+		m     int
+		again bool
+	)
+	for m < 16 && *next < len(srcs) {
+		i := *next
+		*next++
+		ct := srcs[i]
+		if err := checkCiphertextLen(len(ct)); err != nil {
+			errs.fail(i, len(srcs), err)
+			continue
+		}
+		c1 := binary.BigEndian.Uint64(ct)
+		idx[m], v[m], v[16+m] = i, uint32(c1>>32), uint32(c1)
+		m++
 	}
-	var blk [2 * BlockSize]byte
-	// The first block, and the second when the plaintext starts in it.
-	c1 := binary.BigEndian.Uint64(ct)
-	x1 := decryptBlockGo(&c.k, c1)
-	start := int(x1>>56&7) + 3
-	if start > len(ct)-7 {
-		errs.fail(i, len(srcs), fmt.Errorf("%w: plaintext would start at %d of %d bytes", ErrPadding, start, len(ct)))
-		return r, false
+	q.n, q.pos = 0, 0
+	if m == 0 {
+		return
 	}
-	binary.BigEndian.PutUint64(blk[:], x1)
-	done, cprev, xprev := BlockSize, c1, x1
-	if start > BlockSize {
-		c2 := binary.BigEndian.Uint64(ct[BlockSize:])
-		x2 := decryptBlockGo(&c.k, c2^x1)
-		binary.BigEndian.PutUint64(blk[BlockSize:], x2^c1)
-		done, cprev, xprev = 2*BlockSize, c2, x2
+	decryptBlocks(impl, &c.k, &v) // x1 = D(c1)
+	for j := range m {
+		ct := srcs[idx[j]]
+		x1 := uint64(v[j])<<32 | uint64(v[16+j])
+		if start := int(x1>>56&7) + 3; start > len(ct)-7 {
+			errs.fail(idx[j], len(srcs), fmt.Errorf("%w: plaintext would start at %d of %d bytes", ErrPadding, start, len(ct)))
+			idx[j] = -1
+		} else if start > BlockSize {
+			y := binary.BigEndian.Uint64(ct[BlockSize:]) ^ x1 // c2 ^ x1
+			w[j], w[16+j] = uint32(y>>32), uint32(y)
+			again = true
+		}
 	}
-	head := len(dsts[i])
-	ret, area := sliceForAppend(dsts[i], len(ct))
-	// In place, area is ct: this overwrites only blocks already read.
-	copy(area, blk[start:done])
-	dsts[i] = ret[:head+len(ct)-7-start]
-	return region{in: ct[done:], out: area[done-start : len(ct)-start], c: cprev, x: xprev}, true
+	if again {
+		decryptBlocks(impl, &c.k, &w) // x2 = D(c2 ^ x1)
+	}
+	for j := range m {
+		i := idx[j]
+		if i < 0 {
+			continue
+		}
+		ct := srcs[i]
+		var blk [2 * BlockSize]byte
+		c1 := binary.BigEndian.Uint64(ct)
+		x1 := uint64(v[j])<<32 | uint64(v[16+j])
+		start := int(x1>>56&7) + 3
+		binary.BigEndian.PutUint64(blk[:], x1)
+		done, cprev, xprev := BlockSize, c1, x1
+		if start > BlockSize {
+			c2 := binary.BigEndian.Uint64(ct[BlockSize:])
+			x2 := uint64(w[j])<<32 | uint64(w[16+j])
+			binary.BigEndian.PutUint64(blk[BlockSize:], x2^c1)
+			done, cprev, xprev = 2*BlockSize, c2, x2
+		}
+		head := len(dsts[i])
+		ret, area := sliceForAppend(dsts[i], len(ct))
+		// In place, area is ct: this overwrites only blocks already read.
+		copy(area, blk[start:done])
+		dsts[i] = ret[:head+len(ct)-7-start]
+		q.r[q.n] = region{in: ct[done:], out: area[done-start : len(ct)-start], c: cprev, x: xprev}
+		q.n++
+	}
 }
 
 // decryptBlockGo returns D(v) for one block, as a big-endian uint64.
@@ -225,14 +272,15 @@ type lanes struct {
 // at a time. A lane whose message ends takes the next message; lanes with
 // nothing left idle on a scratch area. Each kernel call runs as many blocks
 // as the shortest active message has left. Encryption works in place on the
-// padded messages laid out at the end of dsts; decryption starts each
-// message with decryptStart, and records failures in errs.
+// padded messages laid out at the end of dsts; decryption starts messages
+// 16 at a time with decryptStarts, and records failures in errs.
 func (c *Cipher) runLanes(dsts, srcs [][]byte, decrypt bool, impl, width int, errs *batchErrs) {
 	var (
 		l    lanes
 		reg  [16]region // each lane's message
 		pos  [16]int    // each lane's next block offset in bytes
 		next int        // next message to start
+		q    startQueue // messages started for decryption
 	)
 	for {
 		steps := -1
@@ -240,14 +288,25 @@ func (c *Cipher) runLanes(dsts, srcs [][]byte, decrypt bool, impl, width int, er
 		for j := range width {
 			if pos[j] == len(reg[j].in) {
 				reg[j], pos[j] = region{}, 0
-				for next < len(srcs) && len(reg[j].in) == 0 {
+				for len(reg[j].in) == 0 {
 					if decrypt {
-						reg[j], _ = c.decryptStart(dsts, srcs, next, errs)
+						if q.pos == q.n {
+							if next == len(srcs) {
+								break
+							}
+							c.decryptStarts(dsts, srcs, &next, impl, &q, errs)
+							continue
+						}
+						reg[j] = q.r[q.pos]
+						q.pos++
 					} else {
+						if next == len(srcs) {
+							break
+						}
 						b := encRegion(dsts, srcs, next)
 						reg[j] = region{in: b, out: b}
+						next++
 					}
-					next++
 				}
 				r := &reg[j]
 				l.state[j], l.state[16+j] = uint32(r.c>>32), uint32(r.c)

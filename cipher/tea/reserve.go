@@ -2,7 +2,6 @@ package tea
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	mrand "math/rand/v2"
 	"sync"
 )
@@ -119,17 +118,4 @@ func (c *Cipher) refillHeads(fill int) *headBlocks {
 	}
 	hb.n = reserveSize
 	return hb
-}
-
-// encryptBlocksGo is the portable twin of the encryptBlocks kernels: it
-// enciphers 16 independent blocks, v[j] and v[16+j] the high and low words
-// of block j.
-func encryptBlocksGo(k *[4]uint32, v *[32]uint32) {
-	for j := range 16 {
-		var b [BlockSize]byte
-		binary.BigEndian.PutUint64(b[:], uint64(v[j])<<32|uint64(v[16+j]))
-		encryptChainGeneric(k, b[:]) // one block, zero state: E(x)
-		x := binary.BigEndian.Uint64(b[:])
-		v[j], v[16+j] = uint32(x>>32), uint32(x)
-	}
 }

@@ -125,8 +125,8 @@ func TestReserveConcurrent(t *testing.T) {
 	}
 }
 
-// TestEncryptBlocks compares each 16-block kernel with the generic code.
-func TestEncryptBlocks(t *testing.T) {
+// TestBlocks compares each 16-block kernel with the generic code.
+func TestBlocks(t *testing.T) {
 	defer func(b int) { batchImpl = b }(batchImpl)
 	for _, impl := range batchImpls() {
 		t.Run(batchNames[impl], func(t *testing.T) {
@@ -148,7 +148,28 @@ func TestEncryptBlocks(t *testing.T) {
 					binary.BigEndian.PutUint32(b[4:], v[16+j])
 					encryptChainGeneric(&c.k, b[:])
 					if binary.BigEndian.Uint32(b[:]) != got[j] || binary.BigEndian.Uint32(b[4:]) != got[16+j] {
-						t.Fatalf("block %d differs from the generic code", j)
+						t.Fatalf("encrypt: block %d differs from the generic code", j)
+					}
+					d := decryptBlockGo(&c.k, binary.BigEndian.Uint64(b[:]))
+					if d != uint64(v[j])<<32|uint64(v[16+j]) {
+						t.Fatalf("generic decryption does not invert block %d", j)
+					}
+				}
+				back := got
+				decryptBlocks(impl, &c.k, &back)
+				if back != v {
+					t.Fatal("decrypt: the kernel does not invert encryption")
+				}
+				rand.Read(raw[:])
+				for i := range v {
+					v[i] = binary.LittleEndian.Uint32(raw[4*i:])
+				}
+				got = v
+				decryptBlocks(impl, &c.k, &got)
+				for j := range 16 {
+					want := decryptBlockGo(&c.k, uint64(v[j])<<32|uint64(v[16+j]))
+					if want != uint64(got[j])<<32|uint64(got[16+j]) {
+						t.Fatalf("decrypt: block %d differs from the generic code", j)
 					}
 				}
 			}

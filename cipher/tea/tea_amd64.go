@@ -88,6 +88,19 @@ func encryptBlocks(impl int, k *[4]uint32, v *[32]uint32) {
 	}
 }
 
+// decryptBlocks deciphers 16 independent blocks in v (high words, then low
+// words) with the kernel of impl.
+func decryptBlocks(impl int, k *[4]uint32, v *[32]uint32) {
+	switch impl {
+	case batchAVX512:
+		decryptBlocksAVX512(k, v)
+	case batchAVX2:
+		decryptBlocksAVX2(k, v)
+	default:
+		decryptBlocksGo(k, v)
+	}
+}
+
 // runKernel calls the lane kernel of impl directly (a call through a
 // function value would make its arguments escape).
 func runKernel(impl int, decrypt bool, k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {

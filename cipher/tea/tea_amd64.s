@@ -5442,6 +5442,474 @@ TEXT ·encryptBlocksAVX512(SB), NOSPLIT, $0-16
 	VZEROUPPER
 	RET
 
+// func decryptBlocksAVX512(k *[4]uint32, v *[32]uint32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·decryptBlocksAVX512(SB), NOSPLIT, $0-16
+	MOVQ         k+0(FP), AX
+	MOVQ         v+8(FP), CX
+	VPBROADCASTD (AX), Y0
+	VPBROADCASTD 4(AX), Y1
+	VPBROADCASTD 8(AX), Y2
+	VPBROADCASTD 12(AX), Y3
+	VMOVDQU32    (CX), Y4
+	VMOVDQU32    64(CX), Y5
+	VMOVDQU32    32(CX), Y6
+	VMOVDQU32    96(CX), Y7
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+60(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+60(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+60(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+60(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+56(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+56(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+56(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+56(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+52(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+52(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+52(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+52(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+48(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+48(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+48(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+48(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+44(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+44(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+44(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+44(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+40(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+40(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+40(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+40(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+36(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+36(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+36(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+36(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+32(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+32(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+32(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+32(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+28(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+28(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+28(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+28(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+24(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+24(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+24(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+24(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+20(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+20(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+20(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+20(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+16(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+16(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+16(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+16(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+12(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+12(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+12(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+12(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+8(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+8(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+8(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+8(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+4(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+4(SB), Y6, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+4(SB), Y5, Y9
+	VPSRLD       $0x05, Y5, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y4, Y4
+	VPSLLD       $0x04, Y7, Y8
+	VPADDD       Y0, Y8, Y8
+	VPADDD.BCST  tea_sums<>+4(SB), Y7, Y9
+	VPSRLD       $0x05, Y7, Y10
+	VPADDD       Y1, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y6, Y6
+	VPSLLD       $0x04, Y4, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+0(SB), Y4, Y9
+	VPSRLD       $0x05, Y4, Y10
+	VPADDD       Y3, Y10, Y10
+	VPTERNLOGD   $0x96, Y10, Y9, Y8
+	VPSUBD       Y8, Y5, Y5
+	VPSLLD       $0x04, Y6, Y8
+	VPADDD       Y2, Y8, Y8
+	VPADDD.BCST  tea_sums<>+0(SB), Y6, Y2
+	VPSRLD       $0x05, Y6, Y9
+	VPADDD       Y3, Y9, Y9
+	VPTERNLOGD   $0x96, Y9, Y2, Y8
+	VPSUBD       Y8, Y7, Y7
+	VPSLLD       $0x04, Y5, Y2
+	VPADDD       Y0, Y2, Y2
+	VPADDD.BCST  tea_sums<>+0(SB), Y5, Y3
+	VPSRLD       $0x05, Y5, Y8
+	VPADDD       Y1, Y8, Y8
+	VPTERNLOGD   $0x96, Y8, Y3, Y2
+	VPSUBD       Y2, Y4, Y4
+	VPSLLD       $0x04, Y7, Y2
+	VPADDD       Y0, Y2, Y2
+	VPADDD.BCST  tea_sums<>+0(SB), Y7, Y0
+	VPSRLD       $0x05, Y7, Y3
+	VPADDD       Y1, Y3, Y3
+	VPTERNLOGD   $0x96, Y3, Y0, Y2
+	VPSUBD       Y2, Y6, Y6
+	VMOVDQU32    Y4, (CX)
+	VMOVDQU32    Y5, 64(CX)
+	VMOVDQU32    Y6, 32(CX)
+	VMOVDQU32    Y7, 96(CX)
+	VZEROUPPER
+	RET
+
 // func encryptBlocksAVX2(k *[4]uint32, v *[32]uint32)
 // Requires: AVX, AVX2
 TEXT ·encryptBlocksAVX2(SB), NOSPLIT, $128-16
@@ -6035,6 +6503,606 @@ TEXT ·encryptBlocksAVX2(SB), NOSPLIT, $128-16
 	VPXOR        Y5, Y4, Y4
 	VPXOR        Y6, Y4, Y4
 	VPADDD       Y4, Y3, Y3
+	VMOVDQU      Y0, (CX)
+	VMOVDQU      Y1, 64(CX)
+	VMOVDQU      Y2, 32(CX)
+	VMOVDQU      Y3, 96(CX)
+	VZEROUPPER
+	RET
+
+// func decryptBlocksAVX2(k *[4]uint32, v *[32]uint32)
+// Requires: AVX, AVX2
+TEXT ·decryptBlocksAVX2(SB), NOSPLIT, $128-16
+	MOVQ         k+0(FP), AX
+	MOVQ         v+8(FP), CX
+	VPBROADCASTD (AX), Y0
+	VMOVDQU      Y0, (SP)
+	VPBROADCASTD 4(AX), Y0
+	VMOVDQU      Y0, 32(SP)
+	VPBROADCASTD 8(AX), Y0
+	VMOVDQU      Y0, 64(SP)
+	VPBROADCASTD 12(AX), Y0
+	VMOVDQU      Y0, 96(SP)
+	VMOVDQU      (CX), Y0
+	VMOVDQU      64(CX), Y1
+	VMOVDQU      32(CX), Y2
+	VMOVDQU      96(CX), Y3
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+60(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+60(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+60(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+60(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+56(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+56(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+56(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+56(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+52(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+52(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+52(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+52(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+48(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+48(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+48(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+48(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+44(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+44(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+44(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+44(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+40(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+40(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+40(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+40(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+36(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+36(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+36(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+36(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+32(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+32(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+32(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+32(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+28(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+28(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+28(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+28(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+24(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+24(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+24(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+24(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+20(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+20(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+20(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+20(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+16(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+16(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+16(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+16(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+12(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+12(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+12(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+12(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+8(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+8(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+8(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+8(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+4(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+4(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+4(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+4(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VPSLLD       $0x04, Y0, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+0(SB), Y5
+	VPADDD       Y0, Y5, Y5
+	VPSRLD       $0x05, Y0, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y1, Y1
+	VPSLLD       $0x04, Y2, Y4
+	VPADDD       64(SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+0(SB), Y5
+	VPADDD       Y2, Y5, Y5
+	VPSRLD       $0x05, Y2, Y6
+	VPADDD       96(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VPSLLD       $0x04, Y1, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+0(SB), Y5
+	VPADDD       Y1, Y5, Y5
+	VPSRLD       $0x05, Y1, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y0, Y0
+	VPSLLD       $0x04, Y3, Y4
+	VPADDD       (SP), Y4, Y4
+	VPBROADCASTD tea_sums<>+0(SB), Y5
+	VPADDD       Y3, Y5, Y5
+	VPSRLD       $0x05, Y3, Y6
+	VPADDD       32(SP), Y6, Y6
+	VPXOR        Y5, Y4, Y4
+	VPXOR        Y6, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
 	VMOVDQU      Y0, (CX)
 	VMOVDQU      Y1, 64(CX)
 	VMOVDQU      Y2, 32(CX)

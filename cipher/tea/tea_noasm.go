@@ -37,6 +37,10 @@ func laneWidth(impl int) int {
 // words).
 func encryptBlocks(_ int, k *[4]uint32, v *[32]uint32) { encryptBlocksGo(k, v) }
 
+// decryptBlocks deciphers 16 independent blocks in v (high words, then low
+// words).
+func decryptBlocks(_ int, k *[4]uint32, v *[32]uint32) { decryptBlocksGo(k, v) }
+
 // runKernel calls the Go lane kernel.
 func runKernel(_ int, decrypt bool, k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
 	if decrypt {

@@ -43,8 +43,20 @@ func decryptLanesAVX2(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *[1
 //go:noescape
 func encryptBlocksAVX512(k *[4]uint32, v *[32]uint32)
 
+// decryptBlocksAVX512 deciphers the 16 blocks in v in place (AVX-512): v[j] and v[16+j]
+// are the high and low words of block j.
+//
+//go:noescape
+func decryptBlocksAVX512(k *[4]uint32, v *[32]uint32)
+
 // encryptBlocksAVX2 enciphers the 16 blocks in v in place (AVX2): v[j] and v[16+j]
 // are the high and low words of block j.
 //
 //go:noescape
 func encryptBlocksAVX2(k *[4]uint32, v *[32]uint32)
+
+// decryptBlocksAVX2 deciphers the 16 blocks in v in place (AVX2): v[j] and v[16+j]
+// are the high and low words of block j.
+//
+//go:noescape
+func decryptBlocksAVX2(k *[4]uint32, v *[32]uint32)

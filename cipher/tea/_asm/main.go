@@ -11,8 +11,10 @@
 //     8 lanes in EVEX-encoded YMM registers, with VPTERNLOGD for the
 //     three-way XOR; block words staged through general-purpose registers
 //     (MOVBE) during the rounds instead of vector shuffles.
-//   - encryptBlocksAVX512 / encryptBlocksAVX2: 16 independent blocks (no
-//     chaining), for the first blocks that Encrypt takes from a reserve.
+//   - encryptBlocksAVX512 / decryptBlocksAVX512 / encryptBlocksAVX2 /
+//     decryptBlocksAVX2: 16 independent blocks (no chaining), for the first
+//     blocks that Encrypt takes from a reserve and the header blocks that
+//     DecryptBatch deciphers before the lanes run.
 //
 // The function signatures are given explicitly so that the generator never
 // imports package tea.
@@ -30,7 +32,9 @@ func main() {
 	genAVX512("decryptLanesAVX512", true)
 	genAVX2("encryptLanesAVX2", false)
 	genAVX2("decryptLanesAVX2", true)
-	genBlocks("encryptBlocksAVX512", true)
-	genBlocks("encryptBlocksAVX2", false)
+	genBlocks("encryptBlocksAVX512", true, false)
+	genBlocks("decryptBlocksAVX512", true, true)
+	genBlocks("encryptBlocksAVX2", false, false)
+	genBlocks("decryptBlocksAVX2", false, true)
 	Generate()
 }
