@@ -14,6 +14,10 @@
 //     for AcceptStream. Opening beyond the limit fails locally with
 //     ErrTooManyStreams; an inbound stream beyond either limit is reset at once
 //     (the opener's reads and writes fail with ErrStreamReset), never queued.
+//   - No idle goroutines of its own. Streams the peer opens can be taken with
+//     AcceptStream, or handed to a function with Serve: the frame reader sees
+//     each stream opening before yamux does and starts a goroutine for it then,
+//     so an idle session costs only yamux's receive and send loops.
 //   - Go-shaped API: context on everything that blocks, a Stream that is a
 //     net.Conn with deadlines, errors of this package (no need to import yamux),
 //     log output through log/slog.
