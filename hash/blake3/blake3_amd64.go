@@ -110,6 +110,34 @@ func compressChainOut(out *[64]byte, cv *[8]uint32, p []byte, last *[64]byte, co
 	}
 }
 
+// hashTwoChunks writes the chaining values of the two chunks of an input
+// of chunkLen+1 to 2*chunkLen bytes to pair, with one chain2AVX512 call and
+// no copy but that of a partial last block. It reports false, doing
+// nothing, below AVX-512.
+func hashTwoChunks(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32) bool {
+	if impl < implAVX512 {
+		return false
+	}
+	tail := input[chunkLen:]
+	n1 := (len(tail) + BlockSize - 1) / BlockSize
+	last := tail[(n1-1)*BlockSize:]
+	var block [BlockSize]byte
+	lastp := &block[0]
+	if len(last) == BlockSize {
+		lastp = &last[0]
+	} else {
+		copy(block[:], last)
+	}
+	var cvs [16]uint32
+	copy(cvs[:8], key[:])
+	copy(cvs[8:], key[:])
+	lp := [8]uint32{0, 0, 1, 0, chunkLen / BlockSize, uint32(n1), BlockSize, uint32(len(last))}
+	chain2AVX512(&cvs, &input[0], &tail[0], lastp, &lp, flags, flagChunkStart, flagChunkEnd)
+	putCV(pair[:outLen], (*[8]uint32)(cvs[:8]))
+	putCV(pair[outLen:], (*[8]uint32)(cvs[8:]))
+	return true
+}
+
 func hashChunks(input, tail []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) {
 	if impl == implGeneric {
 		hashChunksGeneric(input, tail, key, counter, flags, out)
@@ -186,38 +214,28 @@ func hashMany(input []byte, n, stride int, padded []byte, tailLen int, key *[8]u
 			out = out[lanes*outLen:]
 			n, input, counter = n-k, input[k*stride:], counter+uint64(lanes)*inc
 			hasTail = hasTail && !withTail
-		case impl >= implAVX512 && n == 2 && (!hasTail || tailBlocks <= 8):
-			// Two inputs: side by side in one chain2 call (a short tail
-			// follows on its own: cheaper than a 3-lane 8-way call).
+		case impl >= implAVX512 && (n == 2 && (!hasTail || tailBlocks <= 8) || n == 1 && hasTail):
+			// Two inputs side by side in one chain2 call: two full ones (a
+			// short tail follows on its own: cheaper than a 3-lane 8-way
+			// call), or the last full one and the tail.
 			var cvs [16]uint32
 			for i := range 8 {
 				cvs[i], cvs[8+i] = key[i], key[i]
 			}
+			var p1 []byte
+			n1, len1 := uint32(blocks), uint32(BlockSize)
+			if n == 2 {
+				p1 = input[stride : 2*stride]
+			} else {
+				p1, n1, len1, hasTail = padded, tailBlocks, tailLast, false
+			}
 			c0, c1 := counter, counter+inc
-			ctr := [4]uint32{uint32(c0), uint32(c0 >> 32), uint32(c1), uint32(c1 >> 32)}
-			chain2AVX512(&cvs, &input[0], &input[stride], blocks, &ctr, flags, flagsStart, flagsEnd)
+			lp := [8]uint32{uint32(c0), uint32(c0 >> 32), uint32(c1), uint32(c1 >> 32), uint32(blocks), n1, BlockSize, len1}
+			chain2AVX512(&cvs, &input[0], &p1[0], &p1[(n1-1)*BlockSize], &lp, flags, flagsStart, flagsEnd)
 			putCV(out, (*[8]uint32)(cvs[:8]))
 			putCV(out[outLen:], (*[8]uint32)(cvs[8:]))
-			n, input, out, counter = 0, input[2*stride:], out[2*outLen:], counter+2*inc
-		case impl >= implAVX512 && n == 1 && hasTail && tailBlocks > 1:
-			// A full input and the tail: their common full blocks side by
-			// side, then the tail's last block and the rest of the full
-			// input.
-			k := int(tailBlocks - 1)
-			var cvs [16]uint32
-			for i := range 8 {
-				cvs[i], cvs[8+i] = key[i], key[i]
-			}
-			c0, c1 := counter, counter+inc
-			ctr := [4]uint32{uint32(c0), uint32(c0 >> 32), uint32(c1), uint32(c1 >> 32)}
-			chain2AVX512(&cvs, &input[0], &padded[0], k, &ctr, flags, flagsStart, 0)
-			var full [64]byte
-			tcv := (*[8]uint32)(cvs[8:])
-			compressFull(&full, tcv, (*[64]byte)(padded[k*BlockSize:]), c1, tailLast, flags|flagsEnd)
-			copy(out[outLen:2*outLen], full[:outLen])
-			compressChain((*[8]uint32)(cvs[:8]), input[k*BlockSize:stride], c0, flags, 0, flagsEnd)
-			putCV(out, (*[8]uint32)(cvs[:8]))
-			n, hasTail, out = 0, false, out[2*outLen:]
+			input, out, counter = input[n*stride:], out[2*outLen:], counter+2*inc
+			n = 0
 		case (n > 1 || (n == 1 && hasTail && longTail)) && impl >= implAVX2:
 			k := min(n, 8)
 			withTail := hasTail && k < 8

@@ -20,7 +20,13 @@ var (
 
 // setImpl forces an implementation level; without assembly only
 // implGeneric exists. It reports whether the level is available.
-func setImpl(level int) bool { return level == implGeneric }
+func setImpl(level int) bool {
+	if level != implGeneric {
+		return false
+	}
+	impl = level
+	return true
+}
 
 // bestImpl is the level chosen at init.
 func bestImpl() int { return implGeneric }
@@ -35,6 +41,11 @@ func compressChain(cv *[8]uint32, p []byte, counter uint64, flags, flagsStart, f
 
 func compressChainOut(out *[64]byte, cv *[8]uint32, p []byte, last *[64]byte, counter uint64, lastLen, flags, flagsStart, flagsEnd uint32) {
 	compressChainOutGeneric(out, cv, p, last, counter, lastLen, flags, flagsStart, flagsEnd)
+}
+
+// hashTwoChunks has no fast path without assembly.
+func hashTwoChunks(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32) bool {
+	return false
 }
 
 func hashChunks(input, tail []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) {

@@ -99,17 +99,15 @@ func constants() {
 			DATA(64*r+4*i, U32(uint32(schedule[r][rowLayout[i]])))
 		}
 	}
-	// Two-block form for chain2AVX512: the low four words index the first
-	// block (0-15), the next four the second (16-31).
+	// Two-block form for chain2AVX512: entry 2r+h holds message vectors
+	// 2h and 2h+1 of round r, each as four words of the first block
+	// (indices 0-15) then four of the second (16-31).
 	idx2Mem = GLOBL("blake3Idx2", RODATA|NOPTR)
 	for r := 0; r < 7; r++ {
-		for v := 0; v < 4; v++ {
+		for h := 0; h < 2; h++ {
 			for i := 0; i < 16; i++ {
-				w := uint32(0)
-				if i < 8 {
-					w = uint32(schedule[r][rowLayout[4*v+i%4]] + 16*(i/4))
-				}
-				DATA(64*(4*r+v)+4*i, U32(w))
+				v, block := 2*h+i/8, (i/4)%2
+				DATA(64*(2*r+h)+4*i, U32(uint32(schedule[r][rowLayout[4*v+i%4]]+16*block)))
 			}
 		}
 	}
@@ -859,27 +857,40 @@ func manyKernel(name string, kind manyKind) {
 	RET()
 }
 
-// chain2Kernel emits chain2AVX512, which runs two independent chains of n
-// full blocks side by side: the rows are ymm registers whose low and high
-// 128-bit halves hold the two states, so the pair costs about the latency
-// of one chain. It serves groups of two inputs (two chunks, a chunk and
-// the full blocks of a partial one, or two parent nodes), where the 8-way
-// kernel would waste six lanes.
+// chain2Kernel emits chain2AVX512, which runs two independent chains side
+// by side: the rows are ymm registers whose low and high 128-bit halves
+// hold the two states, so the pair costs about the latency of one chain.
+// It serves groups of two inputs (two chunks, a chunk and a partial one,
+// two parent nodes), where the 8-way kernel would waste six lanes. Chain 1
+// may be shorter than chain 0: its last block may come earlier and be
+// partial (it is zero-padded in memory); its chaining value is stored when
+// it ends, and its lane runs on, unused, while chain 0 finishes.
 func chain2Kernel() {
-	TEXT("chain2AVX512", NOSPLIT, "func(cvs *[16]uint32, p0 *byte, p1 *byte, n int, ctr *[4]uint32, flags uint32, flagsStart uint32, flagsEnd uint32)")
+	TEXT("chain2AVX512", 0, "func(cvs *[16]uint32, p0 *byte, p1 *byte, last1 *byte, lp *[8]uint32, flags uint32, flagsStart uint32, flagsEnd uint32)")
 	Pragma("noescape")
-	Doc("chain2AVX512 compresses n > 0 full blocks at p0 into cvs[0:8] and n at p1 into",
-		"cvs[8:16], with counters ctr[0:2] and ctr[2:4], adding flagsStart to the first",
-		"block's flags and flagsEnd to the last's.")
-	cvs, p0, p1, n, ctr := reg.RSI, reg.RDX, reg.RDI, reg.R8, reg.R12
+	Doc("chain2AVX512 compresses lp[4] blocks at p0 from cvs[0:8] into cvs[0:8] and",
+		"lp[5] (1 <= lp[5] <= lp[4]) from cvs[8:16] into cvs[8:16]: lp[5]-1 at p1, then",
+		"the one at last1. The counters are lp[0:2] and lp[2:4]; each chain's last",
+		"block is lp[6] (lp[7]) bytes long (zero-padded) and gets flagsEnd, each first",
+		"block flagsStart.")
+	cvs, p0, p1, lp := reg.RSI, reg.RDX, reg.RDI, reg.R12
+	n0, n1 := reg.R8, reg.R13
+	last1, err := Param("last1").Resolve()
+	if err != nil {
+		panic(err)
+	}
 	Load(Param("cvs"), cvs)
 	Load(Param("p0"), p0)
 	Load(Param("p1"), p1)
-	Load(Param("n"), n)
-	Load(Param("ctr"), ctr)
+	Load(Param("lp"), lp)
 	Load(Param("flags"), reg.R9L)
 	Load(Param("flagsStart"), reg.R10L)
 	Load(Param("flagsEnd"), reg.R11L)
+	MOVL(Mem{Base: lp, Disp: 16}, n0.As32())
+	MOVL(Mem{Base: lp, Disp: 20}, n1.As32())
+	CMPQ(n1, U8(1))
+	CMOVQEQ(last1.Addr, p1)
+	sched := AllocLocal(7 * 128)
 
 	rowA, rowB, rowC, rowD = reg.Y0, reg.Y1, reg.Y2, reg.Y3
 	rowBSpare, rowT1, rowT2 = reg.Y22, reg.Y20, reg.Y21
@@ -892,53 +903,87 @@ func chain2Kernel() {
 		VMOVDQU(Mem{Base: cvs, Disp: 16 * i}, r.AsX())
 		VINSERTI128(U8(1), Mem{Base: cvs, Disp: 32 + 16*i}, r, r)
 	}
-	VMOVDQU(Mem{Base: ctr}, reg.X5)
+	VMOVDQU(Mem{Base: lp}, reg.X5) // the two counters
+	Comment("The first blocks' message schedule, two vectors per VPERMI2D, on the",
+		"stack; each round then writes its words of the next blocks.")
+	VMOVDQU32(Mem{Base: p0}, reg.Z16)
+	VMOVDQU32(Mem{Base: p1}, reg.Z17)
+	for i := 0; i < 14; i++ {
+		z := []reg.VecPhysical{reg.Z23, reg.Z24}[i%2]
+		VMOVDQU32(idx2Mem.Offset(64*i), z)
+		VPERMI2D(reg.Z17, reg.Z16, z)
+		VMOVDQU32(z, sched.Offset(64*i))
+	}
 	Label("loop")
+	Comment("Row d: (counter, block length, flags) for each chain; a chain's",
+		"last block has its own length and flagsEnd.")
 	MOVL(reg.R9L, reg.ECX)
 	ORL(reg.R10L, reg.ECX)
 	XORL(reg.R10L, reg.R10L)
-	CMPQ(n, U8(1))
-	JNE(LabelRef("notlast"))
-	ORL(reg.R11L, reg.ECX)
-	Label("notlast")
-	Comment("Row d: (counter, 64, flags) for each chain.")
 	SHLQ(U8(32), reg.RCX)
-	ORQ(U8(64), reg.RCX)
-	VPBROADCASTQ(reg.RCX, reg.X4)
-	VPUNPCKLQDQ(reg.X4, reg.X5, reg.X6)
-	VPUNPCKHQDQ(reg.X4, reg.X5, reg.X7)
-	VINSERTI128(U8(1), reg.X7, reg.Y6, rowD)
+	MOVL(reg.R11L, reg.EBX)
+	SHLQ(U8(32), reg.RBX)
+	ORQ(reg.RCX, reg.RBX) // flags of a last block, high half
+	ORQ(U8(64), reg.RCX)  // (64, flags) of any other block
+	lenFlags := func(n reg.GPPhysical, lenDisp int, dst reg.GPPhysical) {
+		MOVL(Mem{Base: lp, Disp: lenDisp}, reg.R14L)
+		ORQ(reg.RBX, reg.R14)
+		MOVQ(reg.RCX, dst)
+		CMPQ(n, U8(1))
+		CMOVQEQ(reg.R14, dst)
+	}
+	lenFlags(n0, 24, reg.R15)
+	VMOVQ(reg.R15, reg.X6)
+	lenFlags(n1, 28, reg.R15)
+	VPINSRQ(U8(1), reg.R15, reg.X6, reg.X6)
+	VPUNPCKLQDQ(reg.X6, reg.X5, reg.X7)
+	VPUNPCKHQDQ(reg.X6, reg.X5, reg.X8)
+	VINSERTI128(U8(1), reg.X8, reg.Y7, rowD)
 	VPRORD(U8(16), rowD, rowD)
 	VBROADCASTI128(ivMem, rowC)
-	VMOVDQU32(Mem{Base: p0}, reg.Z16)
-	VMOVDQU32(Mem{Base: p1}, reg.Z17)
+	next0, next1 := reg.R14, reg.R15
+	LEAQ(Mem{Base: p0, Disp: 64}, next0)
+	CMPQ(n0, U8(1))
+	CMOVQEQ(p0, next0)
+	LEAQ(Mem{Base: p1, Disp: 64}, next1)
+	CMPQ(n1, U8(2))
+	CMOVQEQ(last1.Addr, next1)
+	CMPQ(n1, U8(1))
+	CMOVQLE(p1, next1)
+	tmp := []reg.GPPhysical{reg.RAX, reg.RBX}
 	isa := rowISA{
+		endRound: func(r int, _ reg.Register) {
+			for k := 0; k < 32; k++ {
+				v, block := k/8, (k/4)%2
+				src := []reg.GPPhysical{next0, next1}[block]
+				t := tmp[k%2].As32()
+				MOVL(Mem{Base: src, Disp: 4 * schedule[r][rowLayout[4*v+k%4]]}, t)
+				MOVL(t, sched.Offset(128*r+4*k))
+			}
+		},
 		ternlog: true,
 		add:     func(src, dst Op) { VPADDD(src, dst, dst) },
 		pshufd:  func(imm int, r reg.VecPhysical) { VPSHUFD(U8(imm), r, r) },
 		msg: func(r, step int) (Op, Op) {
-			out := [2]reg.VecPhysical{reg.Z23, reg.Z24}
-			if step == 1 {
-				out = [2]reg.VecPhysical{reg.Z25, reg.Z26}
-			}
-			for i, z := range out {
-				VMOVDQU32(idx2Mem.Offset(64*(4*r+2*step+i)), z)
-				VPERMI2D(reg.Z17, reg.Z16, z)
-			}
-			return out[0].AsY(), out[1].AsY()
+			return sched.Offset(128*r + 64*step), sched.Offset(128*r + 64*step + 32)
 		},
 	}
 	rowRounds(isa, nil)
 	VPXORD(rowC, rowA, rowA)
 	VPXORD(rowD, rowB, rowB)
-	ADDQ(U8(64), p0)
-	ADDQ(U8(64), p1)
-	DECQ(n)
+	Comment("Chain 1 ends here: store its chaining value. Otherwise step on.")
+	CMPQ(n1, U8(1))
+	JNE(LabelRef("more1"))
+	VEXTRACTI128(U8(1), rowA, Mem{Base: cvs, Disp: 32})
+	VEXTRACTI128(U8(1), rowB, Mem{Base: cvs, Disp: 48})
+	Label("more1")
+	MOVQ(next1, p1)
+	DECQ(n1)
+	MOVQ(next0, p0)
+	DECQ(n0)
 	JNZ(LabelRef("loop"))
-	for i, r := range []reg.VecPhysical{rowA, rowB} {
-		VMOVDQU(r.AsX(), Mem{Base: cvs, Disp: 16 * i})
-		VEXTRACTI128(U8(1), r, Mem{Base: cvs, Disp: 32 + 16*i})
-	}
+	VMOVDQU(rowA.AsX(), Mem{Base: cvs})
+	VMOVDQU(rowB.AsX(), Mem{Base: cvs, Disp: 16})
 	VZEROUPPER()
 	RET()
 }

@@ -1,0 +1,68 @@
+//go:build amd64 && !purego
+
+package blake3
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestChain2 checks the two-chain kernel directly against the generic
+// code for every pair of chain lengths up to a chunk, with a partial last
+// block on the shorter chain.
+func TestChain2(t *testing.T) {
+	if !setImpl(implAVX512) {
+		t.Skip("no AVX-512")
+	}
+	defer setImpl(bestImpl())
+	rng := rand.New(rand.NewPCG(11, 12))
+	buf := randBytes(rng, 2*chunkLen)
+	key := [8]uint32{9, 8, 7, 6, 5, 4, 3, 0xfffffffe}
+	for n0 := 1; n0 <= 16; n0++ {
+		for n1 := 1; n1 <= n0; n1++ {
+			for _, len1 := range []uint32{0, 1, 63, 64} {
+				p1 := make([]byte, n1*BlockSize) // zero-padded, as hashMany passes a tail
+				copy(p1, buf[chunkLen:chunkLen+(n1-1)*BlockSize+int(len1)])
+				var cvs [16]uint32
+				copy(cvs[:8], key[:])
+				copy(cvs[8:], key[:])
+				c0, c1 := uint64(1<<32+3), uint64(1<<32+4)
+				lp := [8]uint32{uint32(c0), uint32(c0 >> 32), uint32(c1), uint32(c1 >> 32), uint32(n0), uint32(n1), BlockSize, len1}
+				// The last block from elsewhere, as hashTwoChunks passes it.
+				last := [64]byte(p1[(n1-1)*BlockSize:])
+				for i := (n1 - 1) * BlockSize; i < len(p1); i++ {
+					p1[i] = 0xff // must not be read
+				}
+				chain2AVX512(&cvs, &buf[0], &p1[0], &last[0], &lp, flagKeyedHash, flagChunkStart, flagChunkEnd)
+
+				want0 := key
+				compressChainGeneric(&want0, buf[:n0*BlockSize], c0, flagKeyedHash, flagChunkStart, flagChunkEnd)
+				var full [64]byte
+				compressChainOutGeneric(&full, &key, p1[:(n1-1)*BlockSize], &last, c1, len1, flagKeyedHash, flagChunkStart, flagChunkEnd)
+				var want1 [8]uint32
+				for i := range want1 {
+					want1[i] = uint32(full[4*i]) | uint32(full[4*i+1])<<8 | uint32(full[4*i+2])<<16 | uint32(full[4*i+3])<<24
+				}
+				if [8]uint32(cvs[:8]) != want0 || [8]uint32(cvs[8:]) != want1 {
+					t.Fatalf("chain2AVX512(%d blocks, %d blocks of which the last %d bytes) differs", n0, n1, len1)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkChain2 times the two-chain kernel per block step (ns/op is per
+// call of 16 steps).
+func BenchmarkChain2(b *testing.B) {
+	if !setImpl(implAVX512) {
+		b.Skip("no AVX-512")
+	}
+	defer setImpl(bestImpl())
+	buf := make([]byte, 2*chunkLen)
+	cvs := [16]uint32{}
+	lp := [8]uint32{0, 0, 1, 0, 16, 16, 64, 64}
+	for b.Loop() {
+		chain2AVX512(&cvs, &buf[0], &buf[chunkLen], &buf[2*chunkLen-BlockSize], &lp, 0, flagChunkStart, flagChunkEnd)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*16), "ns/step")
+}
