@@ -13,11 +13,11 @@ import (
 // it does not depend on the plaintext, and neither does its encryption,
 // which is also the first ciphertext block (the chaining state starts at
 // zero). Encrypt takes such blocks, together with the one or two filler
-// bytes of the second block, from a per-Cipher reserve, filled 16 at a time
-// 32 at a time by a kernel that encrypts 16 independent blocks side by side
-// in SIMD lanes (16 blocks cost about twice as much as one block alone). Its own chain then starts at the second
-// block, one block shorter. For a 16-byte plaintext that is 3 blocks
-// instead of 4.
+// bytes of the second block, from a per-Cipher reserve, filled 32 at a time
+// by a kernel that encrypts 16 independent blocks side by side in SIMD
+// lanes (16 blocks cost about 1.5 times as much as one block alone). Its
+// own chain then starts at the second block, one block shorter: for a
+// 16-byte plaintext 3 blocks instead of 4.
 //
 // Every entry is used exactly once: entries are taken under a mutex and
 // erased as they are taken. Their filler bytes come from a ChaCha8
@@ -25,7 +25,10 @@ import (
 // from crypto/rand when the reserve is created and again every 2048 first
 // blocks: crypto/rand itself costs about 1.5 ns per byte here, 13 ns of
 // the 8 to 9 filler bytes each first block needs, ChaCha8 about a third of
-// that. (The other filler bytes of Encrypt come from crypto/rand.) A Cipher
+// that. (The other filler bytes of Encrypt come from crypto/rand.) Unlike
+// crypto/rand, the generator and the reserve do not notice a VM snapshot
+// being cloned: until the next reseed both clones would draw the same
+// filler, and both would use the entries already in reserve. A Cipher
 // holds at most three reserves (one per header byte) and one generator,
 // allocated on first use, about 2 KiB in all.
 
