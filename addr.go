@@ -2,6 +2,7 @@ package tendril
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -69,6 +70,10 @@ func (a Addr) String() string {
 	}
 	return s
 }
+
+// LogValue makes log/slog print the address as its string, formatted only if the record is
+// actually logged.
+func (a Addr) LogValue() slog.Value { return slog.StringValue(a.String()) }
 
 // WithPeer returns a copy of a that expects peer id.
 func (a Addr) WithPeer(id secio.PeerID) Addr {

@@ -185,7 +185,7 @@ func (s *Service) listen(ctx context.Context, addr Addr, legacy bool) (Addr, err
 	s.listeners[l] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	s.log.Info("listening", "addr", l.addr.String(), "legacy", legacy)
+	s.log.Info("listening", "addr", l.addr, "legacy", legacy)
 	s.emit(Event{Type: EventListenStarted, Addr: l.addr, Secure: !legacy})
 	go s.acceptLoop(l)
 	return l.addr, nil
@@ -368,7 +368,7 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, dir Direction, expect
 			typ = EventPeerIDMismatch
 		}
 		err = fmt.Errorf("tendril: handshake with %s: %w", remote.Transport, err)
-		s.log.Debug("handshake failed", "addr", remote.Transport.String(), "dir", dir.String(), "err", err)
+		s.log.Debug("handshake failed", "addr", remote, "dir", dir.String(), "err", err)
 		s.emit(Event{Type: typ, Addr: remote, Peer: expect, Direction: dir, Secure: !legacy, Err: err})
 		return nil, err
 	}
@@ -404,7 +404,7 @@ func (s *Service) register(sess *Session) (*Session, error) {
 		if old := s.byPeer[sess.peer]; old != nil {
 			if !s.keepNew(old, sess) {
 				s.mu.Unlock()
-				s.log.Debug("duplicate session closed", "peer", sess.peer.String())
+				s.log.Debug("duplicate session closed", "peer", sess.peer)
 				sess.abortUnstarted()
 				return old, nil
 			}
@@ -427,7 +427,7 @@ func (s *Service) register(sess *Session) (*Session, error) {
 	s.mu.Unlock()
 
 	if replaced != nil {
-		s.log.Debug("duplicate session replaced", "peer", sess.peer.String())
+		s.log.Debug("duplicate session replaced", "peer", sess.peer)
 		replaced.closeWith(ErrDuplicateSession)
 	}
 	sess.start()

@@ -92,7 +92,7 @@ func (s *Session) abortUnstarted() {
 // start runs the session; the Service's WaitGroup has been incremented for it.
 func (s *Session) start() {
 	svc := s.svc
-	svc.log.Info("session opened", "peer", s.peer.String(), "addr", s.remote.Transport.String(),
+	svc.log.Info("session opened", "peer", s.peer, "addr", s.remote,
 		"dir", s.dir.String(), "suite", suiteName(s), "secure", s.secure)
 	svc.emit(s.event(EventSessionOpened, nil))
 	s.mux.Serve(s.acceptStream, s.muxClosed)
@@ -114,7 +114,7 @@ func (s *Session) start() {
 				ctx, cancel := context.WithCancel(s.ctx)
 				defer cancel()
 				if err := s.OpenProtocol(ctx, p.Name); err != nil {
-					svc.log.Debug("open on connect failed", "peer", s.peer.String(), "protocol", p.Name, "err", err)
+					svc.log.Debug("open on connect failed", "peer", s.peer, "protocol", p.Name, "err", err)
 				}
 			}()
 		}
@@ -192,7 +192,7 @@ func (s *Session) teardown() {
 	err := s.closeErr
 	s.queued = 0
 	s.mu.Unlock()
-	s.svc.log.Info("session closed", "peer", s.peer.String(), "err", err)
+	s.svc.log.Info("session closed", "peer", s.peer, "err", err)
 	s.svc.emit(s.event(EventSessionClosed, err))
 	close(s.done)
 }
@@ -891,7 +891,7 @@ func (ps *protoStream) fail(err error) {
 	case <-s.ctx.Done():
 	default:
 		if err != nil {
-			s.svc.log.Debug("protocol stream failed", "peer", s.peer.String(), "protocol", ps.proto.Name, "err", err)
+			s.svc.log.Debug("protocol stream failed", "peer", s.peer, "protocol", ps.proto.Name, "err", err)
 			s.svc.emit(s.protoEvent(EventProtocolError, ps.proto.Name, ps.version, err))
 		}
 	}

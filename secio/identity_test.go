@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -310,5 +311,18 @@ func TestPeerIDStringShape(t *testing.T) {
 		if len(s) != 46 || (!strings.HasPrefix(s, "gV") && !strings.HasPrefix(s, "gW")) {
 			t.Fatalf("peer ID %q", s)
 		}
+	}
+}
+
+// TestPeerIDLogValue: slog prints a peer ID as its string with any handler.
+func TestPeerIDLogValue(t *testing.T) {
+	k, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "peer", k.PeerID())
+	if want := `"peer":"` + k.PeerID().String() + `"`; !strings.Contains(buf.String(), want) {
+		t.Errorf("logged %s, want it to contain %s", buf.String(), want)
 	}
 }

@@ -2,6 +2,7 @@ package secio
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/mr-tron/base58"
 	"github.com/tendril-p2p/tendril/hash/blake3"
@@ -99,6 +100,10 @@ func (id PeerID) String() string {
 	}
 	return base58.Encode(id.Bytes())
 }
+
+// LogValue makes log/slog print the peer ID as its string, encoded only if the record is
+// actually logged.
+func (id PeerID) LogValue() slog.Value { return slog.StringValue(id.String()) }
 
 // Matches reports whether id is the peer ID of k. The zero PeerID matches
 // no key.
