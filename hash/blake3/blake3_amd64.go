@@ -2,7 +2,11 @@
 
 package blake3
 
-import "golang.org/x/sys/cpu"
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/cpu"
+)
 
 // Implementation levels, from the portable code to the widest kernels.
 const (
@@ -144,12 +148,32 @@ func hashChunks(input, tail []byte, key *[8]uint32, counter uint64, flags uint32
 		return
 	}
 	if len(tail) == 0 {
-		hashMany(input, len(input)/chunkLen, chunkLen, nil, 0, key, counter, 1, flags, flagChunkStart, flagChunkEnd, out)
+		hashMany(input, len(input)/chunkLen, chunkLen, nil, nil, key, counter, 1, flags, flagChunkStart, flagChunkEnd, out)
 		return
 	}
 	var padded [chunkLen]byte
 	copy(padded[:], tail)
-	hashMany(input, len(input)/chunkLen, chunkLen, padded[:], len(tail), key, counter, 1, flags, flagChunkStart, flagChunkEnd, out)
+	hashMany(input, len(input)/chunkLen, chunkLen, tail, &padded, key, counter, 1, flags, flagChunkStart, flagChunkEnd, out)
+}
+
+// tailCV returns the chaining value of a partial chunk of 1 to chunkLen
+// bytes with the given counter, in one kernel call.
+func tailCV(tail []byte, key *[8]uint32, counter uint64, flags uint32) [8]uint32 {
+	n := (len(tail) - 1) / BlockSize
+	last := tail[n*BlockSize:]
+	var block [BlockSize]byte
+	copy(block[:], last)
+	var full [64]byte
+	if n == 0 {
+		compressFull(&full, key, &block, counter, uint32(len(last)), flags|flagChunkStart|flagChunkEnd)
+	} else {
+		compressChainOut(&full, key, tail[:n*BlockSize], &block, counter, uint32(len(last)), flags, flagChunkStart, flagChunkEnd)
+	}
+	var cv [8]uint32
+	for i := range cv {
+		cv[i] = binary.LittleEndian.Uint32(full[4*i:])
+	}
+	return cv
 }
 
 func hashParents(cvs []byte, key *[8]uint32, flags uint32, out []byte) {
@@ -157,17 +181,20 @@ func hashParents(cvs []byte, key *[8]uint32, flags uint32, out []byte) {
 		hashParentsGeneric(cvs, key, flags, out)
 		return
 	}
-	hashMany(cvs, len(cvs)/(2*outLen), 2*outLen, nil, 0, key, 0, 0, flags|flagParent, 0, 0, out)
+	hashMany(cvs, len(cvs)/(2*outLen), 2*outLen, nil, nil, key, 0, 0, flags|flagParent, 0, 0, out)
 }
 
 // hashMany hashes n inputs of stride bytes (whole blocks) laid out one
 // after the other in input, input i with counter counter+i*inc, then, if
-// tailLen > 0, a last input of tailLen bytes held zero-padded in padded
-// (chunkLen bytes), writing their chaining values to out. Groups of more
-// than one input go to the widest kernel that fits; the tail rides along as
-// a lane with fewer blocks, and unused lanes repeat the first input.
-func hashMany(input []byte, n, stride int, padded []byte, tailLen int, key *[8]uint32, counter, inc uint64, flags, flagsStart, flagsEnd uint32, out []byte) {
+// tail is not empty, a last input of at most chunkLen bytes (a partial
+// chunk; padded holds it zero-padded to a whole chunk, since every lane of
+// the 8- and 16-way kernels reads as many blocks), writing their chaining
+// values to out. Groups of more than one input go to the widest kernel
+// that fits; the tail rides along as a lane with fewer blocks, and unused
+// lanes repeat the first input.
+func hashMany(input []byte, n, stride int, tail []byte, padded *[chunkLen]byte, key *[8]uint32, counter, inc uint64, flags, flagsStart, flagsEnd uint32, out []byte) {
 	blocks := stride / BlockSize
+	tailLen := len(tail)
 	var tailBlocks, tailLast uint32
 	if tailLen > 0 {
 		tailBlocks = uint32(tailLen+BlockSize-1) / BlockSize
@@ -222,16 +249,19 @@ func hashMany(input []byte, n, stride int, padded []byte, tailLen int, key *[8]u
 			for i := range 8 {
 				cvs[i], cvs[8+i] = key[i], key[i]
 			}
-			var p1 []byte
-			n1, len1 := uint32(blocks), uint32(BlockSize)
+			// Chain 1's blocks from the input, but a partial last one.
+			p1, n1, len1 := input[stride:], uint32(blocks), uint32(BlockSize)
+			var block [BlockSize]byte
+			last1 := &block[0]
 			if n == 2 {
-				p1 = input[stride : 2*stride]
+				last1 = &p1[(blocks-1)*BlockSize]
 			} else {
-				p1, n1, len1, hasTail = padded, tailBlocks, tailLast, false
+				p1, n1, len1, hasTail = tail, tailBlocks, tailLast, false
+				copy(block[:], tail[(n1-1)*BlockSize:])
 			}
 			c0, c1 := counter, counter+inc
 			lp := [8]uint32{uint32(c0), uint32(c0 >> 32), uint32(c1), uint32(c1 >> 32), uint32(blocks), n1, BlockSize, len1}
-			chain2AVX512(&cvs, &input[0], &p1[0], &p1[(n1-1)*BlockSize], &lp, flags, flagsStart, flagsEnd)
+			chain2AVX512(&cvs, &input[0], &p1[0], last1, &lp, flags, flagsStart, flagsEnd)
 			putCV(out, (*[8]uint32)(cvs[:8]))
 			putCV(out[outLen:], (*[8]uint32)(cvs[8:]))
 			input, out, counter = input[n*stride:], out[2*outLen:], counter+2*inc
@@ -264,8 +294,7 @@ func hashMany(input []byte, n, stride int, padded []byte, tailLen int, key *[8]u
 			if n == 1 && hasTail {
 				// The tail's blocks first: their latency chain overlaps
 				// the start of the full input's.
-				o := chunkOutput(padded[:tailLen], key, counter+inc, flags)
-				cv := o.chainingValue()
+				cv := tailCV(tail, key, counter+inc, flags)
 				putCV(out[outLen:], &cv)
 				hasTail = false
 				out2 := out[:outLen]
@@ -280,8 +309,7 @@ func hashMany(input []byte, n, stride int, padded []byte, tailLen int, key *[8]u
 			putCV(out, &cv)
 			n, input, out, counter = n-1, input[stride:], out[outLen:], counter+inc
 		default:
-			o := chunkOutput(padded[:tailLen], key, counter, flags)
-			cv := o.chainingValue()
+			cv := tailCV(tail, key, counter, flags)
 			putCV(out, &cv)
 			hasTail = false
 		}
