@@ -3782,16 +3782,14 @@ notlast:
 	VZEROUPPER
 	RET
 
-// func chain2AVX512(cvs *[16]uint32, p0 *byte, p1 *byte, last1 *byte, lp *[8]uint32, flags uint32, flagsStart uint32, flagsEnd uint32)
+// func chain2AVX512(cvs *[16]uint32, p0 *byte, p1 *byte, last1 *byte, lp *[14]uint32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, CMOV
-TEXT ·chain2AVX512(SB), $896-52
+TEXT ·chain2AVX512(SB), $896-40
 	MOVQ        cvs+0(FP), SI
 	MOVQ        p0+8(FP), DX
 	MOVQ        p1+16(FP), DI
 	MOVQ        lp+32(FP), R12
-	MOVL        flags+40(FP), R9
-	MOVL        flagsStart+44(FP), R10
-	MOVL        flagsEnd+48(FP), R11
+	MOVL        $0xffffffff, R10
 	MOVL        16(R12), R8
 	MOVL        20(R12), R13
 	CMPQ        R13, $0x01
@@ -3850,28 +3848,36 @@ TEXT ·chain2AVX512(SB), $896-52
 	VMOVDQU32 Z24, 832(SP)
 
 loop:
-	// Row d: (counter, block length, flags) for each chain; a chain's
-	// last block has its own length and flagsEnd.
-	MOVL           R9, CX
-	ORL            R10, CX
-	XORL           R10, R10
-	SHLQ           $0x20, CX
-	MOVL           R11, BX
-	SHLQ           $0x20, BX
-	ORQ            CX, BX
-	ORQ            $0x40, CX
-	MOVL           24(R12), R14
-	ORQ            BX, R14
-	MOVQ           CX, R15
+	// Row d: (counter, block length, flags) for each chain.
+	MOVL           32(R12), R14
+	MOVL           40(R12), R15
+	ANDL           R10, R15
+	ORL            R15, R14
+	XORL           R9, R9
+	MOVL           $0x00000040, R11
 	CMPQ           R8, $0x01
-	CMOVQEQ        R14, R15
-	VMOVQ          R15, X6
-	MOVL           28(R12), R14
-	ORQ            BX, R14
-	MOVQ           CX, R15
+	CMOVLEQ        48(R12), R9
+	CMOVLEQ        24(R12), R11
+	ORL            R9, R14
+	SHLQ           $0x20, R14
+	ORQ            R11, R14
+	MOVQ           R14, CX
+	VMOVQ          CX, X6
+	MOVL           36(R12), R14
+	MOVL           44(R12), R15
+	ANDL           R10, R15
+	ORL            R15, R14
+	XORL           R9, R9
+	MOVL           $0x00000040, R11
 	CMPQ           R13, $0x01
-	CMOVQEQ        R14, R15
-	VPINSRQ        $0x01, R15, X6, X6
+	CMOVLEQ        52(R12), R9
+	CMOVLEQ        28(R12), R11
+	ORL            R9, R14
+	SHLQ           $0x20, R14
+	ORQ            R11, R14
+	MOVQ           R14, CX
+	VPINSRQ        $0x01, CX, X6, X6
+	XORL           R10, R10
 	VPUNPCKLQDQ    X6, X5, X7
 	VPUNPCKHQDQ    X6, X5, X8
 	VINSERTI128    $0x01, X8, Y7, Y3

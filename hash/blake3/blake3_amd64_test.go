@@ -3,6 +3,7 @@
 package blake3
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 )
@@ -27,13 +28,13 @@ func TestChain2(t *testing.T) {
 				copy(cvs[:8], key[:])
 				copy(cvs[8:], key[:])
 				c0, c1 := uint64(1<<32+3), uint64(1<<32+4)
-				lp := [8]uint32{uint32(c0), uint32(c0 >> 32), uint32(c1), uint32(c1 >> 32), uint32(n0), uint32(n1), BlockSize, len1}
+				lp := chain2Params(c0, c1, uint32(n0), uint32(n1), BlockSize, len1, flagKeyedHash, flagKeyedHash, flagChunkStart, flagChunkStart, flagChunkEnd, flagChunkEnd)
 				// The last block from elsewhere, as hashTwoChunks passes it.
 				last := [64]byte(p1[(n1-1)*BlockSize:])
 				for i := (n1 - 1) * BlockSize; i < len(p1); i++ {
 					p1[i] = 0xff // must not be read
 				}
-				chain2AVX512(&cvs, &buf[0], &p1[0], &last[0], &lp, flagKeyedHash, flagChunkStart, flagChunkEnd)
+				chain2AVX512(&cvs, &buf[0], &p1[0], &last[0], &lp)
 
 				want0 := key
 				compressChainGeneric(&want0, buf[:n0*BlockSize], c0, flagKeyedHash, flagChunkStart, flagChunkEnd)
@@ -51,6 +52,43 @@ func TestChain2(t *testing.T) {
 	}
 }
 
+// TestChain2Flags gives the two chains different flags: a partial chunk
+// (chain 0) next to a parent node (chain 1), as hashThreeChunks does.
+func TestChain2Flags(t *testing.T) {
+	if !setImpl(implAVX512) {
+		t.Skip("no AVX-512")
+	}
+	defer setImpl(bestImpl())
+	rng := rand.New(rand.NewPCG(13, 14))
+	buf := randBytes(rng, chunkLen+2*outLen)
+	key := [8]uint32{1, 3, 5, 7, 9, 11, 13, 15}
+	for n0 := 1; n0 <= 16; n0++ {
+		for _, len0 := range []uint32{1, 64} {
+			p0 := make([]byte, n0*BlockSize)
+			copy(p0, buf[:(n0-1)*BlockSize+int(len0)])
+			parent := buf[chunkLen:]
+			var cvs [16]uint32
+			copy(cvs[:8], key[:])
+			copy(cvs[8:], key[:])
+			lp := chain2Params(5, 0, uint32(n0), 1, len0, BlockSize, flagKeyedHash, flagKeyedHash|flagParent, flagChunkStart, 0, flagChunkEnd, 0)
+			chain2AVX512(&cvs, &p0[0], &parent[0], &parent[0], &lp)
+
+			var full [64]byte
+			last := [64]byte(p0[(n0-1)*BlockSize:])
+			compressChainOutGeneric(&full, &key, p0[:(n0-1)*BlockSize], &last, 5, len0, flagKeyedHash, flagChunkStart, flagChunkEnd)
+			want1 := key
+			compressChainGeneric(&want1, parent[:BlockSize], 0, flagKeyedHash|flagParent, 0, 0)
+			var want0 [8]uint32
+			for i := range want0 {
+				want0[i] = binary.LittleEndian.Uint32(full[4*i:])
+			}
+			if [8]uint32(cvs[:8]) != want0 || [8]uint32(cvs[8:]) != want1 {
+				t.Fatalf("chain2AVX512(chunk of %d blocks, last %d bytes; parent) differs", n0, len0)
+			}
+		}
+	}
+}
+
 // BenchmarkChain2 times the two-chain kernel per block step (ns/op is per
 // call of 16 steps).
 func BenchmarkChain2(b *testing.B) {
@@ -60,9 +98,9 @@ func BenchmarkChain2(b *testing.B) {
 	defer setImpl(bestImpl())
 	buf := make([]byte, 2*chunkLen)
 	cvs := [16]uint32{}
-	lp := [8]uint32{0, 0, 1, 0, 16, 16, 64, 64}
+	lp := chain2Params(0, 1, 16, 16, 64, 64, 0, 0, flagChunkStart, flagChunkStart, flagChunkEnd, flagChunkEnd)
 	for b.Loop() {
-		chain2AVX512(&cvs, &buf[0], &buf[chunkLen], &buf[2*chunkLen-BlockSize], &lp, 0, flagChunkStart, flagChunkEnd)
+		chain2AVX512(&cvs, &buf[0], &buf[chunkLen], &buf[2*chunkLen-BlockSize], &lp)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*16), "ns/step")
 }

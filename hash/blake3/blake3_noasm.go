@@ -43,8 +43,8 @@ func compressChainOut(out *[64]byte, cv *[8]uint32, p []byte, last *[64]byte, co
 	compressChainOutGeneric(out, cv, p, last, counter, lastLen, flags, flagsStart, flagsEnd)
 }
 
-// hashTwoChunks has no fast path without assembly.
-func hashTwoChunks(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32) bool {
+// hashSmallTree has no fast path without assembly.
+func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32) bool {
 	return false
 }
 

@@ -866,13 +866,13 @@ func manyKernel(name string, kind manyKind) {
 // partial (it is zero-padded in memory); its chaining value is stored when
 // it ends, and its lane runs on, unused, while chain 0 finishes.
 func chain2Kernel() {
-	TEXT("chain2AVX512", 0, "func(cvs *[16]uint32, p0 *byte, p1 *byte, last1 *byte, lp *[8]uint32, flags uint32, flagsStart uint32, flagsEnd uint32)")
+	TEXT("chain2AVX512", 0, "func(cvs *[16]uint32, p0 *byte, p1 *byte, last1 *byte, lp *[14]uint32)")
 	Pragma("noescape")
 	Doc("chain2AVX512 compresses lp[4] blocks at p0 from cvs[0:8] into cvs[0:8] and",
 		"lp[5] (1 <= lp[5] <= lp[4]) from cvs[8:16] into cvs[8:16]: lp[5]-1 at p1, then",
-		"the one at last1. The counters are lp[0:2] and lp[2:4]; each chain's last",
-		"block is lp[6] (lp[7]) bytes long (zero-padded) and gets flagsEnd, each first",
-		"block flagsStart.")
+		"the one at last1. The counters are lp[0:2] and lp[2:4]. Chain i's blocks have",
+		"flags lp[8+i], its first block also lp[10+i], its last block also lp[12+i]",
+		"and lp[6+i] bytes (zero-padded).")
 	cvs, p0, p1, lp := reg.RSI, reg.RDX, reg.RDI, reg.R12
 	n0, n1 := reg.R8, reg.R13
 	last1, err := Param("last1").Resolve()
@@ -883,9 +883,8 @@ func chain2Kernel() {
 	Load(Param("p0"), p0)
 	Load(Param("p1"), p1)
 	Load(Param("lp"), lp)
-	Load(Param("flags"), reg.R9L)
-	Load(Param("flagsStart"), reg.R10L)
-	Load(Param("flagsEnd"), reg.R11L)
+	first := reg.R10L // all ones for the first blocks, then 0
+	MOVL(U32(0xffffffff), first)
 	MOVL(Mem{Base: lp, Disp: 16}, n0.As32())
 	MOVL(Mem{Base: lp, Disp: 20}, n1.As32())
 	CMPQ(n1, U8(1))
@@ -915,27 +914,31 @@ func chain2Kernel() {
 		VMOVDQU32(z, sched.Offset(64*i))
 	}
 	Label("loop")
-	Comment("Row d: (counter, block length, flags) for each chain; a chain's",
-		"last block has its own length and flagsEnd.")
-	MOVL(reg.R9L, reg.ECX)
-	ORL(reg.R10L, reg.ECX)
-	XORL(reg.R10L, reg.R10L)
-	SHLQ(U8(32), reg.RCX)
-	MOVL(reg.R11L, reg.EBX)
-	SHLQ(U8(32), reg.RBX)
-	ORQ(reg.RCX, reg.RBX) // flags of a last block, high half
-	ORQ(U8(64), reg.RCX)  // (64, flags) of any other block
-	lenFlags := func(n reg.GPPhysical, lenDisp int, dst reg.GPPhysical) {
-		MOVL(Mem{Base: lp, Disp: lenDisp}, reg.R14L)
-		ORQ(reg.RBX, reg.R14)
-		MOVQ(reg.RCX, dst)
+	Comment("Row d: (counter, block length, flags) for each chain.")
+	// lenFlags sets dst to chain i's (block length, flags) for this block,
+	// n being its blocks left.
+	lenFlags := func(i int, n reg.GPPhysical, dst reg.GPPhysical) {
+		flags, start, end, length := reg.R14L, reg.R15L, reg.R9L, reg.R11L
+		word := func(j int) Mem { return Mem{Base: lp, Disp: 4 * (j + i)} }
+		MOVL(word(8), flags)
+		MOVL(word(10), start)
+		ANDL(first, start)
+		ORL(start, flags)
+		XORL(end, end)
+		MOVL(U32(64), length)
 		CMPQ(n, U8(1))
-		CMOVQEQ(reg.R14, dst)
+		CMOVLEQ(word(12), end)
+		CMOVLEQ(word(6), length)
+		ORL(end, flags)
+		SHLQ(U8(32), flags.As64())
+		ORQ(length.As64(), flags.As64())
+		MOVQ(flags.As64(), dst)
 	}
-	lenFlags(n0, 24, reg.R15)
-	VMOVQ(reg.R15, reg.X6)
-	lenFlags(n1, 28, reg.R15)
-	VPINSRQ(U8(1), reg.R15, reg.X6, reg.X6)
+	lenFlags(0, n0, reg.RCX)
+	VMOVQ(reg.RCX, reg.X6)
+	lenFlags(1, n1, reg.RCX)
+	VPINSRQ(U8(1), reg.RCX, reg.X6, reg.X6)
+	XORL(first, first)
 	VPUNPCKLQDQ(reg.X6, reg.X5, reg.X7)
 	VPUNPCKHQDQ(reg.X6, reg.X5, reg.X8)
 	VINSERTI128(U8(1), reg.X8, reg.Y7, rowD)
