@@ -122,47 +122,49 @@ func chain2Params(c0, c1 uint64, n0, n1, len0, len1, flags0, flags1, start0, sta
 		flags0, flags1, start0, start1, end0, end1}
 }
 
-// smallTreeTail is the longest third chunk, in blocks, that hashSmallTree
-// takes: each of its blocks adds a step (about 70 ns here) to the two
-// chunks' chain2 pass, and at 11 blocks the total meets that of the 8-way
-// kernel's three-lane pass (measured), so the time has no step there.
+// smallTreeTail is the longest partial third chunk, in blocks, that
+// hashSmallTree takes after two full ones: each of its blocks adds a step
+// (about 70 ns here) to the two chunks' chain2 pass, and at 11 blocks the
+// total meets that of the 8-way kernel's three-lane pass (measured), so
+// the time has no step there.
 const smallTreeTail = 11
 
-// hashSmallTree writes the chaining values of the root's two children
-// for an input of more than one chunk to pair, for the shapes that are
-// cheaper with chain2AVX512 calls than with the general path: two chunks
-// (the second possibly partial), and two chunks and a partial one of at
-// most smallTreeTail blocks. It reports false, doing nothing, for any
-// other input or below AVX-512.
+// hashSmallTree writes the chaining values of the root's two children to
+// pair, for the input shapes that chain2AVX512 makes cheaper than the
+// general path; it reports false, doing nothing, for any other input or
+// below AVX-512. The shapes:
+//   - two chunks, the second possibly partial: one chain2 call;
+//   - 2^k full chunks (k = 1 or k >= 3) and a partial one (of at most
+//     smallTreeTail blocks for k = 1): the full chunks' subtree down to its
+//     root's two children, then one chain2 call running the partial chunk
+//     next to that root, where the general path would hash the partial
+//     chunk alone and merge it one level further down.
 func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32) bool {
-	if impl < implAVX512 || len(input) > 2*chunkLen+smallTreeTail*BlockSize {
+	if impl < implAVX512 || len(input) <= chunkLen {
 		return false
 	}
 	if len(input) <= 2*chunkLen {
 		hashTwoChunks(pair, input, key, flags)
 		return true
 	}
-	// Chunks 0 and 1 side by side, then chunk 2 (partial) next to their
-	// parent: the parent level costs no extra step.
-	var cvs [16]uint32
-	copy(cvs[:8], key[:])
-	copy(cvs[8:], key[:])
-	full := uint32(chunkLen / BlockSize)
-	lp := chain2Params(0, 1, full, full, BlockSize, BlockSize, flags, flags, flagChunkStart, flagChunkStart, flagChunkEnd, flagChunkEnd)
-	chain2AVX512(&cvs, &input[0], &input[chunkLen], &input[2*chunkLen-BlockSize], &lp)
-	var parent [2 * outLen]byte
-	putCV(parent[:outLen], (*[8]uint32)(cvs[:8]))
-	putCV(parent[outLen:], (*[8]uint32)(cvs[8:]))
-
-	tail := input[2*chunkLen:]
-	var padded [smallTreeTail * BlockSize]byte
+	full := (len(input) - 1) / chunkLen
+	tail := input[full*chunkLen:]
+	switch {
+	case full == 2 && len(tail) <= smallTreeTail*BlockSize:
+	case full >= 8 && full&(full-1) == 0:
+	default:
+		return false
+	}
+	left := compressSubtreeToParentNode(input[:full*chunkLen], key, 0, flags)
+	var padded [chunkLen]byte
 	copy(padded[:], tail)
 	n0 := uint32(len(tail)+BlockSize-1) / BlockSize
 	len0 := uint32(len(tail)) - (n0-1)*BlockSize
+	var cvs [16]uint32
 	copy(cvs[:8], key[:])
 	copy(cvs[8:], key[:])
-	lp = chain2Params(2, 0, n0, 1, len0, BlockSize, flags, flags|flagParent, flagChunkStart, 0, flagChunkEnd, 0)
-	chain2AVX512(&cvs, &padded[0], &parent[0], &parent[0], &lp)
+	lp := chain2Params(uint64(full), 0, n0, 1, len0, BlockSize, flags, flags|flagParent, flagChunkStart, 0, flagChunkEnd, 0)
+	chain2AVX512(&cvs, &padded[0], &left[0], &left[0], &lp)
 	putCV(pair[:outLen], (*[8]uint32)(cvs[8:]))
 	putCV(pair[outLen:], (*[8]uint32)(cvs[:8]))
 	return true
