@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // yamux wire constants (hashicorp/yamux spec.md).
@@ -23,6 +24,15 @@ const (
 	// maxPendingRST bounds the reset frames waiting for a frame boundary.
 	maxPendingRST = 4096
 
+	// maxEarly bounds the stream opening and acceptance frames held back to
+	// travel with the next frame.
+	maxEarly = 4
+
+	// earlyFlushDelay is how long such a frame may wait for a next frame, when
+	// nothing else sends it first (a stream opened and left unused, an
+	// accepted stream whose reader waits).
+	earlyFlushDelay = 500 * time.Microsecond
+
 	// maxPendingPings bounds the peer's pings that yamux is answering: yamux
 	// starts a goroutine per ping request, each waiting up to
 	// ConnectionWriteTimeout to send its answer. Requests beyond this are
@@ -35,9 +45,13 @@ const (
 //
 //   - Writes: the header of a data frame is held until its body is complete,
 //     then header and body go out in one Write to the underlying conn.
-//     Header-only frames are written at once. Frames larger than maxHold are
-//     passed through (header, then body as it comes). Reset frames queued by
-//     the session are written only between frames.
+//     A stream's opening or acceptance (a window update with SYN or ACK) is
+//     held until the next frame, which is usually that stream's first data,
+//     and goes out in the same Write; a Read on the session's streams sends
+//     a held opening at once, and a timer sends whatever is still held after
+//     earlyFlushDelay. Other header-only frames are written at once. Frames
+//     larger than maxHold are passed through (header, then body as it comes).
+//     Reset frames queued by the session are written only between frames.
 //   - Reads: each inbound header is inspected in place before yamux sees it; a
 //     stream opening (SYN) beyond the limits has its SYN flag cleared, so that
 //     yamux ignores the stream, and a reset is queued to the peer.
@@ -58,6 +72,15 @@ type frameConn struct {
 	wleft int     // body bytes of the current frame still to come
 	wpass bool    // the current frame's header is already on the wire
 	werr  error   // sticky write error
+
+	// Held opening and acceptance frames (see above), in order. earlySyn says
+	// whether an opening is among them; earlyArmed (under pmu) whether the
+	// timer that flushes them is running.
+	early      []byte
+	earlyArr   [maxEarly * FrameHeaderSize]byte
+	earlySyn   atomic.Bool
+	earlyArmed bool
+	earlyTimer *time.Timer
 
 	// Reset frames to send, guarded by pmu (never held while writing).
 	pmu      sync.Mutex
@@ -139,7 +162,7 @@ func (c *frameConn) Write(p []byte) (int, error) {
 			if len(p) >= FrameHeaderSize {
 				if n := FrameHeaderSize + bodyLen(p); len(p) >= n {
 					c.sent(p[:FrameHeaderSize])
-					if err := c.writeLocked(p[:n]); err != nil {
+					if err := c.frameLocked(p[:n]); err != nil {
 						return 0, err
 					}
 					p = p[n:]
@@ -158,21 +181,129 @@ func (c *frameConn) Write(p []byte) (int, error) {
 		c.sent(h)
 		switch body := bodyLen(h); {
 		case body == 0:
-			if err := c.writeLocked(h); err != nil {
+			if err := c.frameLocked(h); err != nil {
 				return 0, err
 			}
 		case FrameHeaderSize+body <= c.maxHold:
-			c.hold = getBuf(FrameHeaderSize + body)
-			*c.hold = append((*c.hold)[:0], h...)
+			n := FrameHeaderSize + body
+			if len(c.early)+n > c.maxHold {
+				if err := c.flushEarlyLocked(); err != nil {
+					return 0, err
+				}
+			}
+			c.hold = getBuf(len(c.early) + n)
+			*c.hold = append(append((*c.hold)[:0], c.early...), h...)
+			c.dropEarlyLocked()
 			c.wleft, c.wpass = body, false
 		default:
-			if err := c.writeLocked(h); err != nil {
+			if err := c.frameLocked(h); err != nil {
 				return 0, err
 			}
 			c.wleft, c.wpass = body, true
 		}
 	}
 	return total, nil
+}
+
+// isEarly reports whether header-only frame h opens or accepts a stream (and
+// does not also close or reset it).
+func isEarly(h []byte) bool {
+	if h[0] != protoVersion || h[1] != typeWindowUpdate {
+		return false
+	}
+	flags := binary.BigEndian.Uint16(h[2:4])
+	return flags&(flagSYN|flagACK) != 0 && flags&(flagFIN|flagRST) == 0
+}
+
+// frameLocked writes a whole frame (or the header of a passed-through one),
+// preceded by the held frames in the same Write; an opening or acceptance is
+// held instead.
+func (c *frameConn) frameLocked(f []byte) error {
+	if len(f) == FrameHeaderSize && isEarly(f) {
+		if len(c.early) == len(c.earlyArr) {
+			if err := c.flushEarlyLocked(); err != nil {
+				return err
+			}
+		}
+		if len(c.early) == 0 {
+			c.early = c.earlyArr[:0]
+		}
+		c.early = append(c.early, f...)
+		if binary.BigEndian.Uint16(f[2:4])&flagSYN != 0 {
+			c.earlySyn.Store(true)
+		}
+		c.armEarly()
+		return nil
+	}
+	if len(c.early) == 0 {
+		return c.writeLocked(f)
+	}
+	if len(f) > FrameHeaderSize {
+		if err := c.flushEarlyLocked(); err != nil {
+			return err
+		}
+		return c.writeLocked(f)
+	}
+	var buf [(maxEarly + 1) * FrameHeaderSize]byte
+	b := append(append(buf[:0], c.early...), f...)
+	c.dropEarlyLocked()
+	return c.writeLocked(b)
+}
+
+// flushEarlyLocked writes the held frames, if any.
+func (c *frameConn) flushEarlyLocked() error {
+	if len(c.early) == 0 {
+		return nil
+	}
+	err := c.writeLocked(c.early)
+	c.dropEarlyLocked()
+	return err
+}
+
+func (c *frameConn) dropEarlyLocked() {
+	c.early = c.early[:0]
+	c.earlySyn.Store(false)
+}
+
+// armEarly starts the timer that sends held frames nothing else sent.
+func (c *frameConn) armEarly() {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if c.earlyArmed || c.closed {
+		return
+	}
+	c.earlyArmed = true
+	c.wg.Add(1)
+	if c.earlyTimer == nil {
+		c.earlyTimer = time.AfterFunc(earlyFlushDelay, c.earlyTimeout)
+	} else {
+		c.earlyTimer.Reset(earlyFlushDelay)
+	}
+}
+
+func (c *frameConn) earlyTimeout() {
+	defer c.wg.Done()
+	c.pmu.Lock()
+	c.earlyArmed = false
+	c.pmu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr == nil && !c.midFrameLocked() {
+		_ = c.flushEarlyLocked() // a failure is sticky and ends the session
+	}
+}
+
+// flushOpening sends a held stream opening before a Read waits for the
+// peer, who cannot answer a stream it has not heard of. It never blocks: if
+// a Write is in progress, that Write or the timer sends the held frames.
+func (c *frameConn) flushOpening() {
+	if !c.earlySyn.Load() || !c.wmu.TryLock() {
+		return
+	}
+	defer c.wmu.Unlock()
+	if c.werr == nil && !c.midFrameLocked() {
+		_ = c.flushEarlyLocked()
+	}
 }
 
 // sent accounts for a header yamux writes.
@@ -249,7 +380,10 @@ func (c *frameConn) flusher() {
 	c.flushing = false
 	c.pmu.Unlock()
 	if c.werr == nil && !c.midFrameLocked() {
-		_ = c.flushPendingLocked() // a failure is sticky and ends the session
+		// a failure is sticky and ends the session
+		if c.flushPendingLocked() == nil {
+			_ = c.flushEarlyLocked()
+		}
 	}
 }
 
@@ -263,6 +397,10 @@ func (c *frameConn) Close() error {
 	c.pmu.Lock()
 	c.closed = true
 	c.pending = nil
+	if c.earlyArmed && c.earlyTimer.Stop() {
+		c.earlyArmed = false
+		c.wg.Done()
+	}
 	c.pmu.Unlock()
 	return err
 }

@@ -36,6 +36,12 @@ func (c *recConn) Write(p []byte) (int, error) {
 
 func (c *recConn) Close() error { return nil }
 
+func (c *recConn) writesSoFar() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
 func (c *recConn) take() [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -77,9 +83,10 @@ func TestCoalesceWrites(t *testing.T) {
 		t.Fatalf("pieced frame: %d writes", len(w))
 	}
 
-	// header-only frames go out at once
+	// other header-only frames go out at once
 	for _, h := range [][]byte{
-		hdr(typeWindowUpdate, flagSYN, 3, 1<<20),
+		hdr(typeWindowUpdate, 0, 3, 1<<20),
+		hdr(typeWindowUpdate, flagSYN|flagFIN, 3, 0),
 		hdr(2, flagSYN, 0, 7), // ping
 		hdr(3, 0, 0, 0),       // go away
 		hdr(typeData, flagFIN, 1, 0),
@@ -88,6 +95,25 @@ func TestCoalesceWrites(t *testing.T) {
 		if w := rc.take(); len(w) != 1 || !bytes.Equal(w[0], h) {
 			t.Fatalf("header-only frame %x: %d writes", h, len(w))
 		}
+	}
+
+	// a stream's opening and acceptance travel with the next frame
+	syn, ack := hdr(typeWindowUpdate, flagSYN, 5, 1<<20), hdr(typeWindowUpdate, flagACK, 4, 1<<20)
+	fc.Write(syn)
+	fc.Write(ack)
+	if w := rc.take(); len(w) != 0 {
+		t.Fatalf("opening written alone: %d writes", len(w))
+	}
+	fc.Write(data)
+	fc.Write(body)
+	want := append(append(append(bytes.Clone(syn), ack...), data...), body...)
+	if w := rc.take(); len(w) != 1 || !bytes.Equal(w[0], want) {
+		t.Fatalf("opening, acceptance and data: %d writes", len(w))
+	}
+	fc.Write(syn)
+	fc.Write(hdr(typeWindowUpdate, 0, 5, 100))
+	if w := rc.take(); len(w) != 1 || len(w[0]) != 2*FrameHeaderSize {
+		t.Fatalf("opening and window update: %d writes", len(w))
 	}
 
 	// whole frames in one Write: each frame is written whole
@@ -240,19 +266,31 @@ type frameCheckConn struct {
 	bad        []string
 }
 
+// Write checks that p is whole frames: stream openings and acceptances
+// (which wait for the next frame), then at most one other frame.
 func (c *frameCheckConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.writes++
 	c.maxWrite = max(c.maxWrite, len(p))
-	switch {
-	case len(p) < FrameHeaderSize:
-		c.bad = append(c.bad, fmt.Sprintf("short write of %d bytes", len(p)))
-	case len(p) != FrameHeaderSize+bodyLen(p):
-		c.bad = append(c.bad, fmt.Sprintf("write of %d bytes for a frame of %d", len(p), FrameHeaderSize+bodyLen(p)))
-	case bodyLen(p) > 0:
-		c.dataFrames++
-	default:
-		c.headerOnly++
+	for rest, other := p, 0; len(rest) > 0; {
+		if len(rest) < FrameHeaderSize || len(rest) < FrameHeaderSize+bodyLen(rest) {
+			c.bad = append(c.bad, fmt.Sprintf("write of %d bytes ends inside a frame", len(p)))
+			break
+		}
+		n := FrameHeaderSize + bodyLen(rest)
+		if !isEarly(rest) {
+			if other++; other > 1 {
+				c.bad = append(c.bad, fmt.Sprintf("write of %d bytes holds two frames besides openings", len(p)))
+			}
+		} else if len(rest) == n && n < len(p) {
+			c.bad = append(c.bad, fmt.Sprintf("write of %d bytes ends with an opening", len(p)))
+		}
+		if n > FrameHeaderSize {
+			c.dataFrames++
+		} else {
+			c.headerOnly++
+		}
+		rest = rest[n:]
 	}
 	c.mu.Unlock()
 	return c.Conn.Write(p)
@@ -265,7 +303,8 @@ func (c *frameCheckConn) counts() (writes, data, headerOnly int, bad []string) {
 }
 
 // TestFrameCount checks on the wire that N stream writes make N data frames
-// in exactly N connection writes, and that every other frame is one write.
+// in exactly N connection writes, the stream's opening traveling with the
+// first, and that every other frame is one write.
 func TestFrameCount(t *testing.T) {
 	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
 		a, b := newPair()
@@ -309,7 +348,7 @@ func TestFrameCount(t *testing.T) {
 		if data != n {
 			t.Fatalf("client sent %d data frames for %d writes", data, n)
 		}
-		if writes != data+headerOnly || headerOnly != 2 { // SYN (window update) and FIN
+		if writes != data+1 || headerOnly != 2 { // SYN (window update, with the first data) and FIN
 			t.Fatalf("client: %d writes, %d data frames, %d header-only frames", writes, data, headerOnly)
 		}
 		swrites, sdata, sheader, sbad := cb.counts()
@@ -407,4 +446,51 @@ func TestBufClasses(t *testing.T) {
 		}
 		putBuf(p)
 	}
+}
+
+// TestEarlyFlush: a held opening goes out when a Read is about to wait, a held acceptance
+// does not (the opener does not wait for it); the timer sends what nothing else sent.
+func TestEarlyFlush(t *testing.T) {
+	fc, rc := newTestFrameConn(1024)
+	syn, ack := hdr(typeWindowUpdate, flagSYN, 7, 1<<20), hdr(typeWindowUpdate, flagACK, 8, 1<<20)
+
+	fc.Write(ack)
+	fc.flushOpening()
+	if w := rc.take(); len(w) != 0 {
+		t.Fatalf("a Read sent a held acceptance: %d writes", len(w))
+	}
+	fc.Write(syn)
+	fc.flushOpening()
+	if w := rc.take(); len(w) != 1 || !bytes.Equal(w[0], append(bytes.Clone(ack), syn...)) {
+		t.Fatalf("a Read did not send the held opening: %q", w)
+	}
+
+	start := time.Now()
+	fc.Write(ack)
+	for len(rc.writesSoFar()) == 0 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the timer never sent the held acceptance")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if w := rc.take(); len(w) != 1 || !bytes.Equal(w[0], ack) || time.Since(start) < earlyFlushDelay {
+		t.Fatalf("timer: %q after %v", w, time.Since(start))
+	}
+
+	// More held frames than fit: the oldest go out, order kept.
+	var all []byte
+	for i := range maxEarly + 1 {
+		h := hdr(typeWindowUpdate, flagSYN, uint32(11+2*i), 0)
+		all = append(all, h...)
+		fc.Write(h)
+	}
+	fc.flushOpening()
+	if got := bytes.Join(rc.take(), nil); !bytes.Equal(got, all) {
+		t.Fatalf("overflowing held frames: wire %x, want %x", got, all)
+	}
+
+	// Close stops the timer (goleak in TestMain checks its goroutine).
+	fc.Write(syn)
+	fc.Close()
+	fc.wait()
 }

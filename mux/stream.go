@@ -55,6 +55,7 @@ func (st *Stream) Read(p []byte) (int, error) {
 	if !st.s.enterRead(st) {
 		return st.readAfterShutdown(p)
 	}
+	st.s.fc.flushOpening()
 	n, err := st.ys.Read(p)
 	st.s.exitRead(st)
 	if err != nil && !errors.Is(err, io.EOF) && st.s.isShutdown() {
