@@ -5,10 +5,15 @@
 //     Write calls. Over a secure connection that would be two encrypted frames
 //     per yamux frame. The connection handed to yamux holds a data frame's
 //     header until its body is complete and writes both in one Write, so each
-//     yamux frame becomes exactly one secure frame; header-only frames (window
-//     updates, pings, go-away, stream open and close) are written at once.
-//     Nothing waits on a timer. Size the secure connection's frame limit with
-//     MaxFrameSize.
+//     yamux frame becomes exactly one secure frame. A stream's opening (SYN)
+//     and acceptance (ACK) are header-only frames that usually precede that
+//     stream's first data: they wait for the next frame and go out in its
+//     Write, so opening a stream and sending a request is one secure frame,
+//     and so is accepting it and answering. A Read sends a held opening at
+//     once (the peer cannot answer a stream it has not heard of), and a timer
+//     sends whatever is still held after 500 µs. Other header-only frames
+//     (window updates, pings, go-away, close) are written at once. Size the
+//     secure connection's frame limit with MaxFrameSize.
 //   - Limits. At most Config.MaxStreams streams live in a session (inbound and
 //     outbound together) and at most Config.AcceptBacklog inbound streams wait
 //     for AcceptStream. Opening beyond the limit fails locally with
