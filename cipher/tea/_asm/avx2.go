@@ -37,6 +37,21 @@ func ymmRounds(vs [][2]reg.VecVirtual, k [4]Op, rounds []halfRound, decrypt bool
 // in YMM registers: gathers for the loads, one 8-byte store per lane. The
 // chaining state stays in the state array (16 YMM registers hold only the
 // two groups' rounds).
+// broadcastKeys copies each of the four key words at kp to all eight lanes of
+// a stack slot, which the AVX2 rounds take as memory operands (sixteen YMM
+// registers are too few to keep them).
+func broadcastKeys(kp reg.Register) [4]Op {
+	keys := AllocLocal(4 * 32)
+	var k [4]Op
+	for i := range k {
+		t := YMM()
+		VPBROADCASTD(Mem{Base: kp, Disp: 4 * i}, t)
+		k[i] = keys.Offset(32 * i)
+		VMOVDQU(t, k[i])
+	}
+	return k
+}
+
 func genAVX2(name string, decrypt bool) {
 	TEXT(name, NOSPLIT, laneSignature)
 	Pragma("noescape")
@@ -53,16 +68,9 @@ func genAVX2(name string, decrypt bool) {
 	n := Load(Param("nblocks"), GP64())
 	inPtrs := AllocLocal(128)
 	outPtrs := AllocLocal(128)
-	keys := AllocLocal(4 * 32)
+	k := broadcastKeys(kp)
 	xsave := AllocLocal(128)
 
-	var k [4]Op
-	for i := range k {
-		t := YMM()
-		VPBROADCASTD(Mem{Base: kp, Disp: 4 * i}, t)
-		k[i] = keys.Offset(32 * i)
-		VMOVDQU(t, k[i])
-	}
 	// The lane pointers live in inPtrs and outPtrs and advance there.
 	for q := 0; q < 4; q++ {
 		t := YMM()

@@ -53,14 +53,7 @@ func genBlocks(name string, evex, decrypt bool) {
 			}
 		}
 	} else {
-		keys := AllocLocal(4 * 32)
-		var k [4]Op
-		for i := range k {
-			t := YMM()
-			VPBROADCASTD(Mem{Base: kp, Disp: 4 * i}, t)
-			k[i] = keys.Offset(32 * i)
-			VMOVDQU(t, k[i])
-		}
+		k := broadcastKeys(kp)
 		vs := make([][2]reg.VecVirtual, 2)
 		for g := range vs {
 			for w := 0; w < 2; w++ {
