@@ -47,3 +47,16 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestConnectionLostError: a session whose connection failed reports ErrSessionClosed and
+// the cause, in the message too.
+func TestConnectionLostError(t *testing.T) {
+	cause := errors.New("wire cut")
+	err := error(&connectionLost{cause})
+	if !errors.Is(err, ErrSessionClosed) || !errors.Is(err, cause) {
+		t.Errorf("%v does not wrap both ErrSessionClosed and its cause", err)
+	}
+	if want := "tendril: session closed: connection lost: wire cut"; err.Error() != want {
+		t.Errorf("message %q, want %q", err.Error(), want)
+	}
+}

@@ -1,7 +1,9 @@
 package tendril
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/tendril-p2p/tendril/secio"
@@ -86,11 +88,18 @@ func (e Event) String() string {
 	return s
 }
 
+// logs reports whether the logger takes records of level l. Logging calls on the paths every
+// connection takes check it first: their arguments are boxed into a slice before slog looks
+// at the level.
+func (s *Service) logs(l slog.Level) bool { return s.log.Enabled(context.Background(), l) }
+
 // emit delivers an event without ever blocking the Service: an event that does not fit in
 // the buffer is dropped and counted.
 func (s *Service) emit(e Event) {
 	e.Time = time.Now()
-	s.log.Debug("event", "type", e.Type.String(), "session", e.SessionID, "peer", e.Peer, "err", e.Err)
+	if s.logs(slog.LevelDebug) {
+		s.log.Debug("event", "type", e.Type.String(), "session", e.SessionID, "peer", e.Peer, "err", e.Err)
+	}
 	s.eventsMu.RLock()
 	defer s.eventsMu.RUnlock()
 	if s.eventsClosed {

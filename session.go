@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sort"
 	"sync"
@@ -92,8 +93,10 @@ func (s *Session) abortUnstarted() {
 // start runs the session; the Service's WaitGroup has been incremented for it.
 func (s *Session) start() {
 	svc := s.svc
-	svc.log.Info("session opened", "peer", s.peer, "addr", s.remote,
-		"dir", s.dir.String(), "suite", suiteName(s), "secure", s.secure)
+	if svc.logs(slog.LevelInfo) {
+		svc.log.Info("session opened", "peer", s.peer, "addr", s.remote,
+			"dir", s.dir.String(), "suite", suiteName(s), "secure", s.secure)
+	}
 	svc.emit(s.event(EventSessionOpened, nil))
 	s.mux.Serve(s.acceptStream, s.muxClosed)
 	if s.dir == Outbound {
@@ -192,7 +195,9 @@ func (s *Session) teardown() {
 	err := s.closeErr
 	s.queued = 0
 	s.mu.Unlock()
-	s.svc.log.Info("session closed", "peer", s.peer, "err", err)
+	if s.svc.logs(slog.LevelInfo) {
+		s.svc.log.Info("session closed", "peer", s.peer, "err", err)
+	}
 	s.svc.emit(s.event(EventSessionClosed, err))
 	close(s.done)
 }
@@ -486,6 +491,18 @@ func (s *Session) acceptStream(st *mux.Stream) {
 	}
 }
 
+// connectionLost is why a session closed when its connection failed. It wraps
+// ErrSessionClosed and the cause; its message is only built when asked for, since a
+// node that churns through connections would otherwise format (and discard) the cause
+// of every one.
+type connectionLost struct{ cause error }
+
+func (e *connectionLost) Error() string {
+	return ErrSessionClosed.Error() + ": connection lost: " + e.cause.Error()
+}
+
+func (e *connectionLost) Unwrap() []error { return []error{ErrSessionClosed, e.cause} }
+
 // muxClosed runs once the mux has closed, for whatever reason, and tears the session down;
 // the Service's WaitGroup counts the session until then.
 func (s *Session) muxClosed(err error) {
@@ -497,7 +514,7 @@ func (s *Session) muxClosed(err error) {
 		if cause := s.rconn.cause(time.Second); cause != nil && !errors.Is(cause, net.ErrClosed) && !errors.Is(err, cause) {
 			err = cause
 		}
-		s.setErr(fmt.Errorf("%w: connection lost: %w", ErrSessionClosed, err))
+		s.setErr(&connectionLost{err})
 	}
 	s.teardown()
 }
