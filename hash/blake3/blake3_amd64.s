@@ -2467,7 +2467,7 @@ TEXT ·compressAVX512(SB), NOSPLIT, $0-40
 
 // func chainAVX512(cv *[8]uint32, p *byte, n int, counter uint64, flags uint32, flagsStart uint32, flagsEnd uint32)
 // Requires: AVX, AVX512F, AVX512VL, CMOV
-TEXT ·chainAVX512(SB), NOSPLIT, $448-44
+TEXT ·chainAVX512(SB), NOSPLIT, $512-44
 	MOVQ      cv+0(FP), SI
 	MOVQ      p+8(FP), DX
 	MOVQ      n+16(FP), R8
@@ -2478,28 +2478,30 @@ TEXT ·chainAVX512(SB), NOSPLIT, $448-44
 	VMOVDQU   (SI), X0
 	VMOVDQU   16(SI), X1
 	MOVL      $0x00000040, BX
+	LEAQ      63(SP), R13
+	ANDQ      $-64, R13
 	VMOVDQU32 (DX), Z16
 	VMOVDQU32 blake3Idx16<>+0(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, (SP)
+	VMOVDQU32 Z23, (R13)
 	VMOVDQU32 blake3Idx16<>+64(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 64(SP)
+	VMOVDQU32 Z23, 64(R13)
 	VMOVDQU32 blake3Idx16<>+128(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 128(SP)
+	VMOVDQU32 Z23, 128(R13)
 	VMOVDQU32 blake3Idx16<>+192(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 192(SP)
+	VMOVDQU32 Z23, 192(R13)
 	VMOVDQU32 blake3Idx16<>+256(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 256(SP)
+	VMOVDQU32 Z23, 256(R13)
 	VMOVDQU32 blake3Idx16<>+320(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 320(SP)
+	VMOVDQU32 Z23, 320(R13)
 	VMOVDQU32 blake3Idx16<>+384(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 384(SP)
+	VMOVDQU32 Z23, 384(R13)
 
 loop:
 	MOVL    R9, CX
@@ -2521,7 +2523,7 @@ notlast:
 	VPRORD      $0x10, X3, X3
 
 	// round 1
-	VPADDD     (SP), X0, X0
+	VPADDD     (R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2532,7 +2534,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     16(SP), X0, X0
+	VPADDD     16(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2546,7 +2548,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     32(SP), X0, X0
+	VPADDD     32(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2557,7 +2559,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     48(SP), X0, X0
+	VPADDD     48(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2572,40 +2574,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       (DI), R12
-	MOVL       R12, (SP)
-	MOVL       8(DI), R13
-	MOVL       R13, 4(SP)
+	MOVL       R12, (R13)
+	MOVL       8(DI), R12
+	MOVL       R12, 4(R13)
 	MOVL       16(DI), R12
-	MOVL       R12, 8(SP)
-	MOVL       24(DI), R13
-	MOVL       R13, 12(SP)
+	MOVL       R12, 8(R13)
+	MOVL       24(DI), R12
+	MOVL       R12, 12(R13)
 	MOVL       4(DI), R12
-	MOVL       R12, 16(SP)
-	MOVL       12(DI), R13
-	MOVL       R13, 20(SP)
+	MOVL       R12, 16(R13)
+	MOVL       12(DI), R12
+	MOVL       R12, 20(R13)
 	MOVL       20(DI), R12
-	MOVL       R12, 24(SP)
-	MOVL       28(DI), R13
-	MOVL       R13, 28(SP)
+	MOVL       R12, 24(R13)
+	MOVL       28(DI), R12
+	MOVL       R12, 28(R13)
 	MOVL       56(DI), R12
-	MOVL       R12, 32(SP)
-	MOVL       32(DI), R13
-	MOVL       R13, 36(SP)
+	MOVL       R12, 32(R13)
+	MOVL       32(DI), R12
+	MOVL       R12, 36(R13)
 	MOVL       40(DI), R12
-	MOVL       R12, 40(SP)
-	MOVL       48(DI), R13
-	MOVL       R13, 44(SP)
+	MOVL       R12, 40(R13)
+	MOVL       48(DI), R12
+	MOVL       R12, 44(R13)
 	MOVL       60(DI), R12
-	MOVL       R12, 48(SP)
-	MOVL       36(DI), R13
-	MOVL       R13, 52(SP)
+	MOVL       R12, 48(R13)
+	MOVL       36(DI), R12
+	MOVL       R12, 52(R13)
 	MOVL       44(DI), R12
-	MOVL       R12, 56(SP)
-	MOVL       52(DI), R13
-	MOVL       R13, 60(SP)
+	MOVL       R12, 56(R13)
+	MOVL       52(DI), R12
+	MOVL       R12, 60(R13)
 
 	// round 2
-	VPADDD     64(SP), X0, X0
+	VPADDD     64(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2616,7 +2618,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     80(SP), X0, X0
+	VPADDD     80(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2630,7 +2632,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     96(SP), X0, X0
+	VPADDD     96(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2641,7 +2643,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     112(SP), X0, X0
+	VPADDD     112(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2656,40 +2658,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       8(DI), R12
-	MOVL       R12, 64(SP)
-	MOVL       12(DI), R13
-	MOVL       R13, 68(SP)
+	MOVL       R12, 64(R13)
+	MOVL       12(DI), R12
+	MOVL       R12, 68(R13)
 	MOVL       28(DI), R12
-	MOVL       R12, 72(SP)
-	MOVL       16(DI), R13
-	MOVL       R13, 76(SP)
+	MOVL       R12, 72(R13)
+	MOVL       16(DI), R12
+	MOVL       R12, 76(R13)
 	MOVL       24(DI), R12
-	MOVL       R12, 80(SP)
-	MOVL       40(DI), R13
-	MOVL       R13, 84(SP)
+	MOVL       R12, 80(R13)
+	MOVL       40(DI), R12
+	MOVL       R12, 84(R13)
 	MOVL       (DI), R12
-	MOVL       R12, 88(SP)
-	MOVL       52(DI), R13
-	MOVL       R13, 92(SP)
+	MOVL       R12, 88(R13)
+	MOVL       52(DI), R12
+	MOVL       R12, 92(R13)
 	MOVL       60(DI), R12
-	MOVL       R12, 96(SP)
-	MOVL       4(DI), R13
-	MOVL       R13, 100(SP)
+	MOVL       R12, 96(R13)
+	MOVL       4(DI), R12
+	MOVL       R12, 100(R13)
 	MOVL       48(DI), R12
-	MOVL       R12, 104(SP)
-	MOVL       36(DI), R13
-	MOVL       R13, 108(SP)
+	MOVL       R12, 104(R13)
+	MOVL       36(DI), R12
+	MOVL       R12, 108(R13)
 	MOVL       32(DI), R12
-	MOVL       R12, 112(SP)
-	MOVL       44(DI), R13
-	MOVL       R13, 116(SP)
+	MOVL       R12, 112(R13)
+	MOVL       44(DI), R12
+	MOVL       R12, 116(R13)
 	MOVL       20(DI), R12
-	MOVL       R12, 120(SP)
-	MOVL       56(DI), R13
-	MOVL       R13, 124(SP)
+	MOVL       R12, 120(R13)
+	MOVL       56(DI), R12
+	MOVL       R12, 124(R13)
 
 	// round 3
-	VPADDD     128(SP), X0, X0
+	VPADDD     128(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2700,7 +2702,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     144(SP), X0, X0
+	VPADDD     144(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2714,7 +2716,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     160(SP), X0, X0
+	VPADDD     160(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2725,7 +2727,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     176(SP), X0, X0
+	VPADDD     176(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2740,40 +2742,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       12(DI), R12
-	MOVL       R12, 128(SP)
-	MOVL       40(DI), R13
-	MOVL       R13, 132(SP)
+	MOVL       R12, 128(R13)
+	MOVL       40(DI), R12
+	MOVL       R12, 132(R13)
 	MOVL       52(DI), R12
-	MOVL       R12, 136(SP)
-	MOVL       28(DI), R13
-	MOVL       R13, 140(SP)
+	MOVL       R12, 136(R13)
+	MOVL       28(DI), R12
+	MOVL       R12, 140(R13)
 	MOVL       16(DI), R12
-	MOVL       R12, 144(SP)
-	MOVL       48(DI), R13
-	MOVL       R13, 148(SP)
+	MOVL       R12, 144(R13)
+	MOVL       48(DI), R12
+	MOVL       R12, 148(R13)
 	MOVL       8(DI), R12
-	MOVL       R12, 152(SP)
-	MOVL       56(DI), R13
-	MOVL       R13, 156(SP)
+	MOVL       R12, 152(R13)
+	MOVL       56(DI), R12
+	MOVL       R12, 156(R13)
 	MOVL       32(DI), R12
-	MOVL       R12, 160(SP)
-	MOVL       24(DI), R13
-	MOVL       R13, 164(SP)
+	MOVL       R12, 160(R13)
+	MOVL       24(DI), R12
+	MOVL       R12, 164(R13)
 	MOVL       36(DI), R12
-	MOVL       R12, 168(SP)
-	MOVL       44(DI), R13
-	MOVL       R13, 172(SP)
+	MOVL       R12, 168(R13)
+	MOVL       44(DI), R12
+	MOVL       R12, 172(R13)
 	MOVL       4(DI), R12
-	MOVL       R12, 176(SP)
-	MOVL       20(DI), R13
-	MOVL       R13, 180(SP)
+	MOVL       R12, 176(R13)
+	MOVL       20(DI), R12
+	MOVL       R12, 180(R13)
 	MOVL       (DI), R12
-	MOVL       R12, 184(SP)
-	MOVL       60(DI), R13
-	MOVL       R13, 188(SP)
+	MOVL       R12, 184(R13)
+	MOVL       60(DI), R12
+	MOVL       R12, 188(R13)
 
 	// round 4
-	VPADDD     192(SP), X0, X0
+	VPADDD     192(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2784,7 +2786,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     208(SP), X0, X0
+	VPADDD     208(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2798,7 +2800,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     224(SP), X0, X0
+	VPADDD     224(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2809,7 +2811,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     240(SP), X0, X0
+	VPADDD     240(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2824,40 +2826,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       40(DI), R12
-	MOVL       R12, 192(SP)
-	MOVL       48(DI), R13
-	MOVL       R13, 196(SP)
+	MOVL       R12, 192(R13)
+	MOVL       48(DI), R12
+	MOVL       R12, 196(R13)
 	MOVL       56(DI), R12
-	MOVL       R12, 200(SP)
-	MOVL       52(DI), R13
-	MOVL       R13, 204(SP)
+	MOVL       R12, 200(R13)
+	MOVL       52(DI), R12
+	MOVL       R12, 204(R13)
 	MOVL       28(DI), R12
-	MOVL       R12, 208(SP)
-	MOVL       36(DI), R13
-	MOVL       R13, 212(SP)
+	MOVL       R12, 208(R13)
+	MOVL       36(DI), R12
+	MOVL       R12, 212(R13)
 	MOVL       12(DI), R12
-	MOVL       R12, 216(SP)
-	MOVL       60(DI), R13
-	MOVL       R13, 220(SP)
+	MOVL       R12, 216(R13)
+	MOVL       60(DI), R12
+	MOVL       R12, 220(R13)
 	MOVL       4(DI), R12
-	MOVL       R12, 224(SP)
-	MOVL       16(DI), R13
-	MOVL       R13, 228(SP)
+	MOVL       R12, 224(R13)
+	MOVL       16(DI), R12
+	MOVL       R12, 228(R13)
 	MOVL       44(DI), R12
-	MOVL       R12, 232(SP)
-	MOVL       20(DI), R13
-	MOVL       R13, 236(SP)
+	MOVL       R12, 232(R13)
+	MOVL       20(DI), R12
+	MOVL       R12, 236(R13)
 	MOVL       24(DI), R12
-	MOVL       R12, 240(SP)
-	MOVL       (DI), R13
-	MOVL       R13, 244(SP)
+	MOVL       R12, 240(R13)
+	MOVL       (DI), R12
+	MOVL       R12, 244(R13)
 	MOVL       8(DI), R12
-	MOVL       R12, 248(SP)
-	MOVL       32(DI), R13
-	MOVL       R13, 252(SP)
+	MOVL       R12, 248(R13)
+	MOVL       32(DI), R12
+	MOVL       R12, 252(R13)
 
 	// round 5
-	VPADDD     256(SP), X0, X0
+	VPADDD     256(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2868,7 +2870,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     272(SP), X0, X0
+	VPADDD     272(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2882,7 +2884,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     288(SP), X0, X0
+	VPADDD     288(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2893,7 +2895,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     304(SP), X0, X0
+	VPADDD     304(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2908,40 +2910,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       48(DI), R12
-	MOVL       R12, 256(SP)
-	MOVL       36(DI), R13
-	MOVL       R13, 260(SP)
+	MOVL       R12, 256(R13)
+	MOVL       36(DI), R12
+	MOVL       R12, 260(R13)
 	MOVL       60(DI), R12
-	MOVL       R12, 264(SP)
-	MOVL       56(DI), R13
-	MOVL       R13, 268(SP)
+	MOVL       R12, 264(R13)
+	MOVL       56(DI), R12
+	MOVL       R12, 268(R13)
 	MOVL       52(DI), R12
-	MOVL       R12, 272(SP)
-	MOVL       44(DI), R13
-	MOVL       R13, 276(SP)
+	MOVL       R12, 272(R13)
+	MOVL       44(DI), R12
+	MOVL       R12, 276(R13)
 	MOVL       40(DI), R12
-	MOVL       R12, 280(SP)
-	MOVL       32(DI), R13
-	MOVL       R13, 284(SP)
+	MOVL       R12, 280(R13)
+	MOVL       32(DI), R12
+	MOVL       R12, 284(R13)
 	MOVL       24(DI), R12
-	MOVL       R12, 288(SP)
-	MOVL       28(DI), R13
-	MOVL       R13, 292(SP)
+	MOVL       R12, 288(R13)
+	MOVL       28(DI), R12
+	MOVL       R12, 292(R13)
 	MOVL       20(DI), R12
-	MOVL       R12, 296(SP)
-	MOVL       (DI), R13
-	MOVL       R13, 300(SP)
+	MOVL       R12, 296(R13)
+	MOVL       (DI), R12
+	MOVL       R12, 300(R13)
 	MOVL       16(DI), R12
-	MOVL       R12, 304(SP)
-	MOVL       8(DI), R13
-	MOVL       R13, 308(SP)
+	MOVL       R12, 304(R13)
+	MOVL       8(DI), R12
+	MOVL       R12, 308(R13)
 	MOVL       12(DI), R12
-	MOVL       R12, 312(SP)
-	MOVL       4(DI), R13
-	MOVL       R13, 316(SP)
+	MOVL       R12, 312(R13)
+	MOVL       4(DI), R12
+	MOVL       R12, 316(R13)
 
 	// round 6
-	VPADDD     320(SP), X0, X0
+	VPADDD     320(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2952,7 +2954,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     336(SP), X0, X0
+	VPADDD     336(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2966,7 +2968,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     352(SP), X0, X0
+	VPADDD     352(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -2977,7 +2979,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     368(SP), X0, X0
+	VPADDD     368(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -2992,40 +2994,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       36(DI), R12
-	MOVL       R12, 320(SP)
-	MOVL       44(DI), R13
-	MOVL       R13, 324(SP)
+	MOVL       R12, 320(R13)
+	MOVL       44(DI), R12
+	MOVL       R12, 324(R13)
 	MOVL       32(DI), R12
-	MOVL       R12, 328(SP)
-	MOVL       60(DI), R13
-	MOVL       R13, 332(SP)
+	MOVL       R12, 328(R13)
+	MOVL       60(DI), R12
+	MOVL       R12, 332(R13)
 	MOVL       56(DI), R12
-	MOVL       R12, 336(SP)
-	MOVL       20(DI), R13
-	MOVL       R13, 340(SP)
+	MOVL       R12, 336(R13)
+	MOVL       20(DI), R12
+	MOVL       R12, 340(R13)
 	MOVL       48(DI), R12
-	MOVL       R12, 344(SP)
-	MOVL       4(DI), R13
-	MOVL       R13, 348(SP)
+	MOVL       R12, 344(R13)
+	MOVL       4(DI), R12
+	MOVL       R12, 348(R13)
 	MOVL       16(DI), R12
-	MOVL       R12, 352(SP)
-	MOVL       52(DI), R13
-	MOVL       R13, 356(SP)
+	MOVL       R12, 352(R13)
+	MOVL       52(DI), R12
+	MOVL       R12, 356(R13)
 	MOVL       (DI), R12
-	MOVL       R12, 360(SP)
-	MOVL       8(DI), R13
-	MOVL       R13, 364(SP)
+	MOVL       R12, 360(R13)
+	MOVL       8(DI), R12
+	MOVL       R12, 364(R13)
 	MOVL       28(DI), R12
-	MOVL       R12, 368(SP)
-	MOVL       12(DI), R13
-	MOVL       R13, 372(SP)
+	MOVL       R12, 368(R13)
+	MOVL       12(DI), R12
+	MOVL       R12, 372(R13)
 	MOVL       40(DI), R12
-	MOVL       R12, 376(SP)
-	MOVL       24(DI), R13
-	MOVL       R13, 380(SP)
+	MOVL       R12, 376(R13)
+	MOVL       24(DI), R12
+	MOVL       R12, 380(R13)
 
 	// round 7
-	VPADDD     384(SP), X0, X0
+	VPADDD     384(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3036,7 +3038,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     400(SP), X0, X0
+	VPADDD     400(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3050,7 +3052,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     416(SP), X0, X0
+	VPADDD     416(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3061,7 +3063,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     432(SP), X0, X0
+	VPADDD     432(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3075,37 +3077,37 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       44(DI), R12
-	MOVL       R12, 384(SP)
-	MOVL       20(DI), R13
-	MOVL       R13, 388(SP)
+	MOVL       R12, 384(R13)
+	MOVL       20(DI), R12
+	MOVL       R12, 388(R13)
 	MOVL       4(DI), R12
-	MOVL       R12, 392(SP)
-	MOVL       32(DI), R13
-	MOVL       R13, 396(SP)
+	MOVL       R12, 392(R13)
+	MOVL       32(DI), R12
+	MOVL       R12, 396(R13)
 	MOVL       60(DI), R12
-	MOVL       R12, 400(SP)
-	MOVL       (DI), R13
-	MOVL       R13, 404(SP)
+	MOVL       R12, 400(R13)
+	MOVL       (DI), R12
+	MOVL       R12, 404(R13)
 	MOVL       36(DI), R12
-	MOVL       R12, 408(SP)
-	MOVL       24(DI), R13
-	MOVL       R13, 412(SP)
+	MOVL       R12, 408(R13)
+	MOVL       24(DI), R12
+	MOVL       R12, 412(R13)
 	MOVL       28(DI), R12
-	MOVL       R12, 416(SP)
-	MOVL       56(DI), R13
-	MOVL       R13, 420(SP)
+	MOVL       R12, 416(R13)
+	MOVL       56(DI), R12
+	MOVL       R12, 420(R13)
 	MOVL       8(DI), R12
-	MOVL       R12, 424(SP)
-	MOVL       12(DI), R13
-	MOVL       R13, 428(SP)
+	MOVL       R12, 424(R13)
+	MOVL       12(DI), R12
+	MOVL       R12, 428(R13)
 	MOVL       52(DI), R12
-	MOVL       R12, 432(SP)
-	MOVL       40(DI), R13
-	MOVL       R13, 436(SP)
+	MOVL       R12, 432(R13)
+	MOVL       40(DI), R12
+	MOVL       R12, 436(R13)
 	MOVL       48(DI), R12
-	MOVL       R12, 440(SP)
-	MOVL       16(DI), R13
-	MOVL       R13, 444(SP)
+	MOVL       R12, 440(R13)
+	MOVL       16(DI), R12
+	MOVL       R12, 444(R13)
 	VPXOR      X2, X0, X0
 	VPXOR      X3, X1, X1
 	MOVQ       DI, DX
@@ -3118,7 +3120,7 @@ notlast:
 
 // func chainOutAVX512(out *[64]byte, cv *[8]uint32, p *byte, n int, last *[64]byte, counter uint64, lastLen uint32, flags uint32, flagsStart uint32, flagsEnd uint32)
 // Requires: AVX, AVX512F, AVX512VL, CMOV
-TEXT ·chainOutAVX512(SB), NOSPLIT, $448-64
+TEXT ·chainOutAVX512(SB), NOSPLIT, $512-64
 	MOVQ      cv+8(FP), SI
 	MOVQ      p+16(FP), DX
 	MOVQ      n+24(FP), R8
@@ -3134,28 +3136,30 @@ TEXT ·chainOutAVX512(SB), NOSPLIT, $448-64
 	VMOVDQU   (SI), X0
 	VMOVDQU   16(SI), X1
 	MOVL      $0x00000040, BX
+	LEAQ      63(SP), R13
+	ANDQ      $-64, R13
 	VMOVDQU32 (DX), Z16
 	VMOVDQU32 blake3Idx16<>+0(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, (SP)
+	VMOVDQU32 Z23, (R13)
 	VMOVDQU32 blake3Idx16<>+64(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 64(SP)
+	VMOVDQU32 Z23, 64(R13)
 	VMOVDQU32 blake3Idx16<>+128(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 128(SP)
+	VMOVDQU32 Z23, 128(R13)
 	VMOVDQU32 blake3Idx16<>+192(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 192(SP)
+	VMOVDQU32 Z23, 192(R13)
 	VMOVDQU32 blake3Idx16<>+256(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 256(SP)
+	VMOVDQU32 Z23, 256(R13)
 	VMOVDQU32 blake3Idx16<>+320(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 320(SP)
+	VMOVDQU32 Z23, 320(R13)
 	VMOVDQU32 blake3Idx16<>+384(SB), Z23
 	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 384(SP)
+	VMOVDQU32 Z23, 384(R13)
 
 loop:
 	MOVL    R9, CX
@@ -3182,7 +3186,7 @@ notlast:
 	VPRORD      $0x10, X3, X3
 
 	// round 1
-	VPADDD     (SP), X0, X0
+	VPADDD     (R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3193,7 +3197,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     16(SP), X0, X0
+	VPADDD     16(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3207,7 +3211,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     32(SP), X0, X0
+	VPADDD     32(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3218,7 +3222,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     48(SP), X0, X0
+	VPADDD     48(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3233,40 +3237,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       (DI), R12
-	MOVL       R12, (SP)
-	MOVL       8(DI), R13
-	MOVL       R13, 4(SP)
+	MOVL       R12, (R13)
+	MOVL       8(DI), R12
+	MOVL       R12, 4(R13)
 	MOVL       16(DI), R12
-	MOVL       R12, 8(SP)
-	MOVL       24(DI), R13
-	MOVL       R13, 12(SP)
+	MOVL       R12, 8(R13)
+	MOVL       24(DI), R12
+	MOVL       R12, 12(R13)
 	MOVL       4(DI), R12
-	MOVL       R12, 16(SP)
-	MOVL       12(DI), R13
-	MOVL       R13, 20(SP)
+	MOVL       R12, 16(R13)
+	MOVL       12(DI), R12
+	MOVL       R12, 20(R13)
 	MOVL       20(DI), R12
-	MOVL       R12, 24(SP)
-	MOVL       28(DI), R13
-	MOVL       R13, 28(SP)
+	MOVL       R12, 24(R13)
+	MOVL       28(DI), R12
+	MOVL       R12, 28(R13)
 	MOVL       56(DI), R12
-	MOVL       R12, 32(SP)
-	MOVL       32(DI), R13
-	MOVL       R13, 36(SP)
+	MOVL       R12, 32(R13)
+	MOVL       32(DI), R12
+	MOVL       R12, 36(R13)
 	MOVL       40(DI), R12
-	MOVL       R12, 40(SP)
-	MOVL       48(DI), R13
-	MOVL       R13, 44(SP)
+	MOVL       R12, 40(R13)
+	MOVL       48(DI), R12
+	MOVL       R12, 44(R13)
 	MOVL       60(DI), R12
-	MOVL       R12, 48(SP)
-	MOVL       36(DI), R13
-	MOVL       R13, 52(SP)
+	MOVL       R12, 48(R13)
+	MOVL       36(DI), R12
+	MOVL       R12, 52(R13)
 	MOVL       44(DI), R12
-	MOVL       R12, 56(SP)
-	MOVL       52(DI), R13
-	MOVL       R13, 60(SP)
+	MOVL       R12, 56(R13)
+	MOVL       52(DI), R12
+	MOVL       R12, 60(R13)
 
 	// round 2
-	VPADDD     64(SP), X0, X0
+	VPADDD     64(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3277,7 +3281,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     80(SP), X0, X0
+	VPADDD     80(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3291,7 +3295,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     96(SP), X0, X0
+	VPADDD     96(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3302,7 +3306,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     112(SP), X0, X0
+	VPADDD     112(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3317,40 +3321,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       8(DI), R12
-	MOVL       R12, 64(SP)
-	MOVL       12(DI), R13
-	MOVL       R13, 68(SP)
+	MOVL       R12, 64(R13)
+	MOVL       12(DI), R12
+	MOVL       R12, 68(R13)
 	MOVL       28(DI), R12
-	MOVL       R12, 72(SP)
-	MOVL       16(DI), R13
-	MOVL       R13, 76(SP)
+	MOVL       R12, 72(R13)
+	MOVL       16(DI), R12
+	MOVL       R12, 76(R13)
 	MOVL       24(DI), R12
-	MOVL       R12, 80(SP)
-	MOVL       40(DI), R13
-	MOVL       R13, 84(SP)
+	MOVL       R12, 80(R13)
+	MOVL       40(DI), R12
+	MOVL       R12, 84(R13)
 	MOVL       (DI), R12
-	MOVL       R12, 88(SP)
-	MOVL       52(DI), R13
-	MOVL       R13, 92(SP)
+	MOVL       R12, 88(R13)
+	MOVL       52(DI), R12
+	MOVL       R12, 92(R13)
 	MOVL       60(DI), R12
-	MOVL       R12, 96(SP)
-	MOVL       4(DI), R13
-	MOVL       R13, 100(SP)
+	MOVL       R12, 96(R13)
+	MOVL       4(DI), R12
+	MOVL       R12, 100(R13)
 	MOVL       48(DI), R12
-	MOVL       R12, 104(SP)
-	MOVL       36(DI), R13
-	MOVL       R13, 108(SP)
+	MOVL       R12, 104(R13)
+	MOVL       36(DI), R12
+	MOVL       R12, 108(R13)
 	MOVL       32(DI), R12
-	MOVL       R12, 112(SP)
-	MOVL       44(DI), R13
-	MOVL       R13, 116(SP)
+	MOVL       R12, 112(R13)
+	MOVL       44(DI), R12
+	MOVL       R12, 116(R13)
 	MOVL       20(DI), R12
-	MOVL       R12, 120(SP)
-	MOVL       56(DI), R13
-	MOVL       R13, 124(SP)
+	MOVL       R12, 120(R13)
+	MOVL       56(DI), R12
+	MOVL       R12, 124(R13)
 
 	// round 3
-	VPADDD     128(SP), X0, X0
+	VPADDD     128(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3361,7 +3365,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     144(SP), X0, X0
+	VPADDD     144(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3375,7 +3379,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     160(SP), X0, X0
+	VPADDD     160(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3386,7 +3390,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     176(SP), X0, X0
+	VPADDD     176(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3401,40 +3405,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       12(DI), R12
-	MOVL       R12, 128(SP)
-	MOVL       40(DI), R13
-	MOVL       R13, 132(SP)
+	MOVL       R12, 128(R13)
+	MOVL       40(DI), R12
+	MOVL       R12, 132(R13)
 	MOVL       52(DI), R12
-	MOVL       R12, 136(SP)
-	MOVL       28(DI), R13
-	MOVL       R13, 140(SP)
+	MOVL       R12, 136(R13)
+	MOVL       28(DI), R12
+	MOVL       R12, 140(R13)
 	MOVL       16(DI), R12
-	MOVL       R12, 144(SP)
-	MOVL       48(DI), R13
-	MOVL       R13, 148(SP)
+	MOVL       R12, 144(R13)
+	MOVL       48(DI), R12
+	MOVL       R12, 148(R13)
 	MOVL       8(DI), R12
-	MOVL       R12, 152(SP)
-	MOVL       56(DI), R13
-	MOVL       R13, 156(SP)
+	MOVL       R12, 152(R13)
+	MOVL       56(DI), R12
+	MOVL       R12, 156(R13)
 	MOVL       32(DI), R12
-	MOVL       R12, 160(SP)
-	MOVL       24(DI), R13
-	MOVL       R13, 164(SP)
+	MOVL       R12, 160(R13)
+	MOVL       24(DI), R12
+	MOVL       R12, 164(R13)
 	MOVL       36(DI), R12
-	MOVL       R12, 168(SP)
-	MOVL       44(DI), R13
-	MOVL       R13, 172(SP)
+	MOVL       R12, 168(R13)
+	MOVL       44(DI), R12
+	MOVL       R12, 172(R13)
 	MOVL       4(DI), R12
-	MOVL       R12, 176(SP)
-	MOVL       20(DI), R13
-	MOVL       R13, 180(SP)
+	MOVL       R12, 176(R13)
+	MOVL       20(DI), R12
+	MOVL       R12, 180(R13)
 	MOVL       (DI), R12
-	MOVL       R12, 184(SP)
-	MOVL       60(DI), R13
-	MOVL       R13, 188(SP)
+	MOVL       R12, 184(R13)
+	MOVL       60(DI), R12
+	MOVL       R12, 188(R13)
 
 	// round 4
-	VPADDD     192(SP), X0, X0
+	VPADDD     192(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3445,7 +3449,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     208(SP), X0, X0
+	VPADDD     208(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3459,7 +3463,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     224(SP), X0, X0
+	VPADDD     224(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3470,7 +3474,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     240(SP), X0, X0
+	VPADDD     240(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3485,40 +3489,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       40(DI), R12
-	MOVL       R12, 192(SP)
-	MOVL       48(DI), R13
-	MOVL       R13, 196(SP)
+	MOVL       R12, 192(R13)
+	MOVL       48(DI), R12
+	MOVL       R12, 196(R13)
 	MOVL       56(DI), R12
-	MOVL       R12, 200(SP)
-	MOVL       52(DI), R13
-	MOVL       R13, 204(SP)
+	MOVL       R12, 200(R13)
+	MOVL       52(DI), R12
+	MOVL       R12, 204(R13)
 	MOVL       28(DI), R12
-	MOVL       R12, 208(SP)
-	MOVL       36(DI), R13
-	MOVL       R13, 212(SP)
+	MOVL       R12, 208(R13)
+	MOVL       36(DI), R12
+	MOVL       R12, 212(R13)
 	MOVL       12(DI), R12
-	MOVL       R12, 216(SP)
-	MOVL       60(DI), R13
-	MOVL       R13, 220(SP)
+	MOVL       R12, 216(R13)
+	MOVL       60(DI), R12
+	MOVL       R12, 220(R13)
 	MOVL       4(DI), R12
-	MOVL       R12, 224(SP)
-	MOVL       16(DI), R13
-	MOVL       R13, 228(SP)
+	MOVL       R12, 224(R13)
+	MOVL       16(DI), R12
+	MOVL       R12, 228(R13)
 	MOVL       44(DI), R12
-	MOVL       R12, 232(SP)
-	MOVL       20(DI), R13
-	MOVL       R13, 236(SP)
+	MOVL       R12, 232(R13)
+	MOVL       20(DI), R12
+	MOVL       R12, 236(R13)
 	MOVL       24(DI), R12
-	MOVL       R12, 240(SP)
-	MOVL       (DI), R13
-	MOVL       R13, 244(SP)
+	MOVL       R12, 240(R13)
+	MOVL       (DI), R12
+	MOVL       R12, 244(R13)
 	MOVL       8(DI), R12
-	MOVL       R12, 248(SP)
-	MOVL       32(DI), R13
-	MOVL       R13, 252(SP)
+	MOVL       R12, 248(R13)
+	MOVL       32(DI), R12
+	MOVL       R12, 252(R13)
 
 	// round 5
-	VPADDD     256(SP), X0, X0
+	VPADDD     256(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3529,7 +3533,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     272(SP), X0, X0
+	VPADDD     272(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3543,7 +3547,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     288(SP), X0, X0
+	VPADDD     288(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3554,7 +3558,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     304(SP), X0, X0
+	VPADDD     304(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3569,40 +3573,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       48(DI), R12
-	MOVL       R12, 256(SP)
-	MOVL       36(DI), R13
-	MOVL       R13, 260(SP)
+	MOVL       R12, 256(R13)
+	MOVL       36(DI), R12
+	MOVL       R12, 260(R13)
 	MOVL       60(DI), R12
-	MOVL       R12, 264(SP)
-	MOVL       56(DI), R13
-	MOVL       R13, 268(SP)
+	MOVL       R12, 264(R13)
+	MOVL       56(DI), R12
+	MOVL       R12, 268(R13)
 	MOVL       52(DI), R12
-	MOVL       R12, 272(SP)
-	MOVL       44(DI), R13
-	MOVL       R13, 276(SP)
+	MOVL       R12, 272(R13)
+	MOVL       44(DI), R12
+	MOVL       R12, 276(R13)
 	MOVL       40(DI), R12
-	MOVL       R12, 280(SP)
-	MOVL       32(DI), R13
-	MOVL       R13, 284(SP)
+	MOVL       R12, 280(R13)
+	MOVL       32(DI), R12
+	MOVL       R12, 284(R13)
 	MOVL       24(DI), R12
-	MOVL       R12, 288(SP)
-	MOVL       28(DI), R13
-	MOVL       R13, 292(SP)
+	MOVL       R12, 288(R13)
+	MOVL       28(DI), R12
+	MOVL       R12, 292(R13)
 	MOVL       20(DI), R12
-	MOVL       R12, 296(SP)
-	MOVL       (DI), R13
-	MOVL       R13, 300(SP)
+	MOVL       R12, 296(R13)
+	MOVL       (DI), R12
+	MOVL       R12, 300(R13)
 	MOVL       16(DI), R12
-	MOVL       R12, 304(SP)
-	MOVL       8(DI), R13
-	MOVL       R13, 308(SP)
+	MOVL       R12, 304(R13)
+	MOVL       8(DI), R12
+	MOVL       R12, 308(R13)
 	MOVL       12(DI), R12
-	MOVL       R12, 312(SP)
-	MOVL       4(DI), R13
-	MOVL       R13, 316(SP)
+	MOVL       R12, 312(R13)
+	MOVL       4(DI), R12
+	MOVL       R12, 316(R13)
 
 	// round 6
-	VPADDD     320(SP), X0, X0
+	VPADDD     320(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3613,7 +3617,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     336(SP), X0, X0
+	VPADDD     336(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3627,7 +3631,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     352(SP), X0, X0
+	VPADDD     352(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3638,7 +3642,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     368(SP), X0, X0
+	VPADDD     368(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3653,40 +3657,40 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       36(DI), R12
-	MOVL       R12, 320(SP)
-	MOVL       44(DI), R13
-	MOVL       R13, 324(SP)
+	MOVL       R12, 320(R13)
+	MOVL       44(DI), R12
+	MOVL       R12, 324(R13)
 	MOVL       32(DI), R12
-	MOVL       R12, 328(SP)
-	MOVL       60(DI), R13
-	MOVL       R13, 332(SP)
+	MOVL       R12, 328(R13)
+	MOVL       60(DI), R12
+	MOVL       R12, 332(R13)
 	MOVL       56(DI), R12
-	MOVL       R12, 336(SP)
-	MOVL       20(DI), R13
-	MOVL       R13, 340(SP)
+	MOVL       R12, 336(R13)
+	MOVL       20(DI), R12
+	MOVL       R12, 340(R13)
 	MOVL       48(DI), R12
-	MOVL       R12, 344(SP)
-	MOVL       4(DI), R13
-	MOVL       R13, 348(SP)
+	MOVL       R12, 344(R13)
+	MOVL       4(DI), R12
+	MOVL       R12, 348(R13)
 	MOVL       16(DI), R12
-	MOVL       R12, 352(SP)
-	MOVL       52(DI), R13
-	MOVL       R13, 356(SP)
+	MOVL       R12, 352(R13)
+	MOVL       52(DI), R12
+	MOVL       R12, 356(R13)
 	MOVL       (DI), R12
-	MOVL       R12, 360(SP)
-	MOVL       8(DI), R13
-	MOVL       R13, 364(SP)
+	MOVL       R12, 360(R13)
+	MOVL       8(DI), R12
+	MOVL       R12, 364(R13)
 	MOVL       28(DI), R12
-	MOVL       R12, 368(SP)
-	MOVL       12(DI), R13
-	MOVL       R13, 372(SP)
+	MOVL       R12, 368(R13)
+	MOVL       12(DI), R12
+	MOVL       R12, 372(R13)
 	MOVL       40(DI), R12
-	MOVL       R12, 376(SP)
-	MOVL       24(DI), R13
-	MOVL       R13, 380(SP)
+	MOVL       R12, 376(R13)
+	MOVL       24(DI), R12
+	MOVL       R12, 380(R13)
 
 	// round 7
-	VPADDD     384(SP), X0, X0
+	VPADDD     384(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3697,7 +3701,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     400(SP), X0, X0
+	VPADDD     400(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3711,7 +3715,7 @@ notlast:
 	VPSHUFD    $0x93, X0, X0
 	VPSHUFD    $0x39, X2, X2
 	VPSHUFD    $0x4e, X3, X3
-	VPADDD     416(SP), X0, X0
+	VPADDD     416(R13), X0, X0
 	VPADDD     X1, X0, X0
 	VPRORD     $0x0c, X1, X22
 	VPSRLD     $0x10, X0, X20
@@ -3722,7 +3726,7 @@ notlast:
 	VPSLLD     $0x14, X2, X21
 	VPRORD     $0x08, X3, X3
 	VPTERNLOGD $0x96, X21, X20, X22
-	VPADDD     432(SP), X0, X0
+	VPADDD     432(R13), X0, X0
 	VPADDD     X22, X0, X0
 	VPRORD     $0x07, X22, X1
 	VPSRLD     $0x08, X0, X20
@@ -3736,37 +3740,37 @@ notlast:
 	VPSHUFD    $0x93, X2, X2
 	VPSHUFD    $0x4e, X3, X3
 	MOVL       44(DI), R12
-	MOVL       R12, 384(SP)
-	MOVL       20(DI), R13
-	MOVL       R13, 388(SP)
+	MOVL       R12, 384(R13)
+	MOVL       20(DI), R12
+	MOVL       R12, 388(R13)
 	MOVL       4(DI), R12
-	MOVL       R12, 392(SP)
-	MOVL       32(DI), R13
-	MOVL       R13, 396(SP)
+	MOVL       R12, 392(R13)
+	MOVL       32(DI), R12
+	MOVL       R12, 396(R13)
 	MOVL       60(DI), R12
-	MOVL       R12, 400(SP)
-	MOVL       (DI), R13
-	MOVL       R13, 404(SP)
+	MOVL       R12, 400(R13)
+	MOVL       (DI), R12
+	MOVL       R12, 404(R13)
 	MOVL       36(DI), R12
-	MOVL       R12, 408(SP)
-	MOVL       24(DI), R13
-	MOVL       R13, 412(SP)
+	MOVL       R12, 408(R13)
+	MOVL       24(DI), R12
+	MOVL       R12, 412(R13)
 	MOVL       28(DI), R12
-	MOVL       R12, 416(SP)
-	MOVL       56(DI), R13
-	MOVL       R13, 420(SP)
+	MOVL       R12, 416(R13)
+	MOVL       56(DI), R12
+	MOVL       R12, 420(R13)
 	MOVL       8(DI), R12
-	MOVL       R12, 424(SP)
-	MOVL       12(DI), R13
-	MOVL       R13, 428(SP)
+	MOVL       R12, 424(R13)
+	MOVL       12(DI), R12
+	MOVL       R12, 428(R13)
 	MOVL       52(DI), R12
-	MOVL       R12, 432(SP)
-	MOVL       40(DI), R13
-	MOVL       R13, 436(SP)
+	MOVL       R12, 432(R13)
+	MOVL       40(DI), R12
+	MOVL       R12, 436(R13)
 	MOVL       48(DI), R12
-	MOVL       R12, 440(SP)
-	MOVL       16(DI), R13
-	MOVL       R13, 444(SP)
+	MOVL       R12, 440(R13)
+	MOVL       16(DI), R12
+	MOVL       R12, 444(R13)
 	VPXOR      X2, X0, X0
 	VPXOR      X3, X1, X1
 	MOVQ       DI, DX
@@ -3784,7 +3788,7 @@ notlast:
 
 // func chain2AVX512(cvs *[16]uint32, p0 *byte, p1 *byte, last1 *byte, lp *[14]uint32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, CMOV
-TEXT ·chain2AVX512(SB), $896-40
+TEXT ·chain2AVX512(SB), $960-40
 	MOVQ        cvs+0(FP), SI
 	MOVQ        p0+8(FP), DX
 	MOVQ        p1+16(FP), DI
@@ -3794,6 +3798,8 @@ TEXT ·chain2AVX512(SB), $896-40
 	MOVL        20(R12), R13
 	CMPQ        R13, $0x01
 	CMOVQEQ     last1+24(FP), DI
+	LEAQ        63(SP), R11
+	ANDQ        $-64, R11
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, 32(SI), Y0, Y0
 	VMOVDQU     16(SI), X1
@@ -3806,46 +3812,46 @@ TEXT ·chain2AVX512(SB), $896-40
 	VMOVDQU32 (DI), Z17
 	VMOVDQU32 blake3Idx2<>+0(SB), Z23
 	VPERMI2D  Z17, Z16, Z23
-	VMOVDQU32 Z23, (SP)
+	VMOVDQU32 Z23, (R11)
 	VMOVDQU32 blake3Idx2<>+64(SB), Z24
 	VPERMI2D  Z17, Z16, Z24
-	VMOVDQU32 Z24, 64(SP)
+	VMOVDQU32 Z24, 64(R11)
 	VMOVDQU32 blake3Idx2<>+128(SB), Z23
 	VPERMI2D  Z17, Z16, Z23
-	VMOVDQU32 Z23, 128(SP)
+	VMOVDQU32 Z23, 128(R11)
 	VMOVDQU32 blake3Idx2<>+192(SB), Z24
 	VPERMI2D  Z17, Z16, Z24
-	VMOVDQU32 Z24, 192(SP)
+	VMOVDQU32 Z24, 192(R11)
 	VMOVDQU32 blake3Idx2<>+256(SB), Z23
 	VPERMI2D  Z17, Z16, Z23
-	VMOVDQU32 Z23, 256(SP)
+	VMOVDQU32 Z23, 256(R11)
 	VMOVDQU32 blake3Idx2<>+320(SB), Z24
 	VPERMI2D  Z17, Z16, Z24
-	VMOVDQU32 Z24, 320(SP)
+	VMOVDQU32 Z24, 320(R11)
 	VMOVDQU32 blake3Idx2<>+384(SB), Z23
 	VPERMI2D  Z17, Z16, Z23
-	VMOVDQU32 Z23, 384(SP)
+	VMOVDQU32 Z23, 384(R11)
 	VMOVDQU32 blake3Idx2<>+448(SB), Z24
 	VPERMI2D  Z17, Z16, Z24
-	VMOVDQU32 Z24, 448(SP)
+	VMOVDQU32 Z24, 448(R11)
 	VMOVDQU32 blake3Idx2<>+512(SB), Z23
 	VPERMI2D  Z17, Z16, Z23
-	VMOVDQU32 Z23, 512(SP)
+	VMOVDQU32 Z23, 512(R11)
 	VMOVDQU32 blake3Idx2<>+576(SB), Z24
 	VPERMI2D  Z17, Z16, Z24
-	VMOVDQU32 Z24, 576(SP)
+	VMOVDQU32 Z24, 576(R11)
 	VMOVDQU32 blake3Idx2<>+640(SB), Z23
 	VPERMI2D  Z17, Z16, Z23
-	VMOVDQU32 Z23, 640(SP)
+	VMOVDQU32 Z23, 640(R11)
 	VMOVDQU32 blake3Idx2<>+704(SB), Z24
 	VPERMI2D  Z17, Z16, Z24
-	VMOVDQU32 Z24, 704(SP)
+	VMOVDQU32 Z24, 704(R11)
 	VMOVDQU32 blake3Idx2<>+768(SB), Z23
 	VPERMI2D  Z17, Z16, Z23
-	VMOVDQU32 Z23, 768(SP)
+	VMOVDQU32 Z23, 768(R11)
 	VMOVDQU32 blake3Idx2<>+832(SB), Z24
 	VPERMI2D  Z17, Z16, Z24
-	VMOVDQU32 Z24, 832(SP)
+	VMOVDQU32 Z24, 832(R11)
 
 loop:
 	// Row d: (counter, block length, flags) for each chain.
@@ -3854,13 +3860,13 @@ loop:
 	ANDL           R10, R15
 	ORL            R15, R14
 	XORL           R9, R9
-	MOVL           $0x00000040, R11
+	MOVL           $0x00000040, BX
 	CMPQ           R8, $0x01
 	CMOVLEQ        48(R12), R9
-	CMOVLEQ        24(R12), R11
+	CMOVLEQ        24(R12), BX
 	ORL            R9, R14
 	SHLQ           $0x20, R14
-	ORQ            R11, R14
+	ORQ            BX, R14
 	MOVQ           R14, CX
 	VMOVQ          CX, X6
 	MOVL           36(R12), R14
@@ -3868,13 +3874,13 @@ loop:
 	ANDL           R10, R15
 	ORL            R15, R14
 	XORL           R9, R9
-	MOVL           $0x00000040, R11
+	MOVL           $0x00000040, BX
 	CMPQ           R13, $0x01
 	CMOVLEQ        52(R12), R9
-	CMOVLEQ        28(R12), R11
+	CMOVLEQ        28(R12), BX
 	ORL            R9, R14
 	SHLQ           $0x20, R14
-	ORQ            R11, R14
+	ORQ            BX, R14
 	MOVQ           R14, CX
 	VPINSRQ        $0x01, CX, X6, X6
 	XORL           R10, R10
@@ -3893,7 +3899,7 @@ loop:
 	CMOVQLE        DI, R15
 
 	// round 1
-	VPADDD     (SP), Y0, Y0
+	VPADDD     (R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -3904,7 +3910,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     32(SP), Y0, Y0
+	VPADDD     32(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -3918,7 +3924,7 @@ loop:
 	VPSHUFD    $0x93, Y0, Y0
 	VPSHUFD    $0x39, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
-	VPADDD     64(SP), Y0, Y0
+	VPADDD     64(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -3929,7 +3935,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     96(SP), Y0, Y0
+	VPADDD     96(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -3944,72 +3950,72 @@ loop:
 	VPSHUFD    $0x93, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
 	MOVL       (R14), AX
-	MOVL       AX, (SP)
+	MOVL       AX, (R11)
 	MOVL       8(R14), BX
-	MOVL       BX, 4(SP)
+	MOVL       BX, 4(R11)
 	MOVL       16(R14), AX
-	MOVL       AX, 8(SP)
+	MOVL       AX, 8(R11)
 	MOVL       24(R14), BX
-	MOVL       BX, 12(SP)
+	MOVL       BX, 12(R11)
 	MOVL       (R15), AX
-	MOVL       AX, 16(SP)
+	MOVL       AX, 16(R11)
 	MOVL       8(R15), BX
-	MOVL       BX, 20(SP)
+	MOVL       BX, 20(R11)
 	MOVL       16(R15), AX
-	MOVL       AX, 24(SP)
+	MOVL       AX, 24(R11)
 	MOVL       24(R15), BX
-	MOVL       BX, 28(SP)
+	MOVL       BX, 28(R11)
 	MOVL       4(R14), AX
-	MOVL       AX, 32(SP)
+	MOVL       AX, 32(R11)
 	MOVL       12(R14), BX
-	MOVL       BX, 36(SP)
+	MOVL       BX, 36(R11)
 	MOVL       20(R14), AX
-	MOVL       AX, 40(SP)
+	MOVL       AX, 40(R11)
 	MOVL       28(R14), BX
-	MOVL       BX, 44(SP)
+	MOVL       BX, 44(R11)
 	MOVL       4(R15), AX
-	MOVL       AX, 48(SP)
+	MOVL       AX, 48(R11)
 	MOVL       12(R15), BX
-	MOVL       BX, 52(SP)
+	MOVL       BX, 52(R11)
 	MOVL       20(R15), AX
-	MOVL       AX, 56(SP)
+	MOVL       AX, 56(R11)
 	MOVL       28(R15), BX
-	MOVL       BX, 60(SP)
+	MOVL       BX, 60(R11)
 	MOVL       56(R14), AX
-	MOVL       AX, 64(SP)
+	MOVL       AX, 64(R11)
 	MOVL       32(R14), BX
-	MOVL       BX, 68(SP)
+	MOVL       BX, 68(R11)
 	MOVL       40(R14), AX
-	MOVL       AX, 72(SP)
+	MOVL       AX, 72(R11)
 	MOVL       48(R14), BX
-	MOVL       BX, 76(SP)
+	MOVL       BX, 76(R11)
 	MOVL       56(R15), AX
-	MOVL       AX, 80(SP)
+	MOVL       AX, 80(R11)
 	MOVL       32(R15), BX
-	MOVL       BX, 84(SP)
+	MOVL       BX, 84(R11)
 	MOVL       40(R15), AX
-	MOVL       AX, 88(SP)
+	MOVL       AX, 88(R11)
 	MOVL       48(R15), BX
-	MOVL       BX, 92(SP)
+	MOVL       BX, 92(R11)
 	MOVL       60(R14), AX
-	MOVL       AX, 96(SP)
+	MOVL       AX, 96(R11)
 	MOVL       36(R14), BX
-	MOVL       BX, 100(SP)
+	MOVL       BX, 100(R11)
 	MOVL       44(R14), AX
-	MOVL       AX, 104(SP)
+	MOVL       AX, 104(R11)
 	MOVL       52(R14), BX
-	MOVL       BX, 108(SP)
+	MOVL       BX, 108(R11)
 	MOVL       60(R15), AX
-	MOVL       AX, 112(SP)
+	MOVL       AX, 112(R11)
 	MOVL       36(R15), BX
-	MOVL       BX, 116(SP)
+	MOVL       BX, 116(R11)
 	MOVL       44(R15), AX
-	MOVL       AX, 120(SP)
+	MOVL       AX, 120(R11)
 	MOVL       52(R15), BX
-	MOVL       BX, 124(SP)
+	MOVL       BX, 124(R11)
 
 	// round 2
-	VPADDD     128(SP), Y0, Y0
+	VPADDD     128(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4020,7 +4026,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     160(SP), Y0, Y0
+	VPADDD     160(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4034,7 +4040,7 @@ loop:
 	VPSHUFD    $0x93, Y0, Y0
 	VPSHUFD    $0x39, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
-	VPADDD     192(SP), Y0, Y0
+	VPADDD     192(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4045,7 +4051,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     224(SP), Y0, Y0
+	VPADDD     224(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4060,72 +4066,72 @@ loop:
 	VPSHUFD    $0x93, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
 	MOVL       8(R14), AX
-	MOVL       AX, 128(SP)
+	MOVL       AX, 128(R11)
 	MOVL       12(R14), BX
-	MOVL       BX, 132(SP)
+	MOVL       BX, 132(R11)
 	MOVL       28(R14), AX
-	MOVL       AX, 136(SP)
+	MOVL       AX, 136(R11)
 	MOVL       16(R14), BX
-	MOVL       BX, 140(SP)
+	MOVL       BX, 140(R11)
 	MOVL       8(R15), AX
-	MOVL       AX, 144(SP)
+	MOVL       AX, 144(R11)
 	MOVL       12(R15), BX
-	MOVL       BX, 148(SP)
+	MOVL       BX, 148(R11)
 	MOVL       28(R15), AX
-	MOVL       AX, 152(SP)
+	MOVL       AX, 152(R11)
 	MOVL       16(R15), BX
-	MOVL       BX, 156(SP)
+	MOVL       BX, 156(R11)
 	MOVL       24(R14), AX
-	MOVL       AX, 160(SP)
+	MOVL       AX, 160(R11)
 	MOVL       40(R14), BX
-	MOVL       BX, 164(SP)
+	MOVL       BX, 164(R11)
 	MOVL       (R14), AX
-	MOVL       AX, 168(SP)
+	MOVL       AX, 168(R11)
 	MOVL       52(R14), BX
-	MOVL       BX, 172(SP)
+	MOVL       BX, 172(R11)
 	MOVL       24(R15), AX
-	MOVL       AX, 176(SP)
+	MOVL       AX, 176(R11)
 	MOVL       40(R15), BX
-	MOVL       BX, 180(SP)
+	MOVL       BX, 180(R11)
 	MOVL       (R15), AX
-	MOVL       AX, 184(SP)
+	MOVL       AX, 184(R11)
 	MOVL       52(R15), BX
-	MOVL       BX, 188(SP)
+	MOVL       BX, 188(R11)
 	MOVL       60(R14), AX
-	MOVL       AX, 192(SP)
+	MOVL       AX, 192(R11)
 	MOVL       4(R14), BX
-	MOVL       BX, 196(SP)
+	MOVL       BX, 196(R11)
 	MOVL       48(R14), AX
-	MOVL       AX, 200(SP)
+	MOVL       AX, 200(R11)
 	MOVL       36(R14), BX
-	MOVL       BX, 204(SP)
+	MOVL       BX, 204(R11)
 	MOVL       60(R15), AX
-	MOVL       AX, 208(SP)
+	MOVL       AX, 208(R11)
 	MOVL       4(R15), BX
-	MOVL       BX, 212(SP)
+	MOVL       BX, 212(R11)
 	MOVL       48(R15), AX
-	MOVL       AX, 216(SP)
+	MOVL       AX, 216(R11)
 	MOVL       36(R15), BX
-	MOVL       BX, 220(SP)
+	MOVL       BX, 220(R11)
 	MOVL       32(R14), AX
-	MOVL       AX, 224(SP)
+	MOVL       AX, 224(R11)
 	MOVL       44(R14), BX
-	MOVL       BX, 228(SP)
+	MOVL       BX, 228(R11)
 	MOVL       20(R14), AX
-	MOVL       AX, 232(SP)
+	MOVL       AX, 232(R11)
 	MOVL       56(R14), BX
-	MOVL       BX, 236(SP)
+	MOVL       BX, 236(R11)
 	MOVL       32(R15), AX
-	MOVL       AX, 240(SP)
+	MOVL       AX, 240(R11)
 	MOVL       44(R15), BX
-	MOVL       BX, 244(SP)
+	MOVL       BX, 244(R11)
 	MOVL       20(R15), AX
-	MOVL       AX, 248(SP)
+	MOVL       AX, 248(R11)
 	MOVL       56(R15), BX
-	MOVL       BX, 252(SP)
+	MOVL       BX, 252(R11)
 
 	// round 3
-	VPADDD     256(SP), Y0, Y0
+	VPADDD     256(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4136,7 +4142,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     288(SP), Y0, Y0
+	VPADDD     288(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4150,7 +4156,7 @@ loop:
 	VPSHUFD    $0x93, Y0, Y0
 	VPSHUFD    $0x39, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
-	VPADDD     320(SP), Y0, Y0
+	VPADDD     320(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4161,7 +4167,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     352(SP), Y0, Y0
+	VPADDD     352(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4176,72 +4182,72 @@ loop:
 	VPSHUFD    $0x93, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
 	MOVL       12(R14), AX
-	MOVL       AX, 256(SP)
+	MOVL       AX, 256(R11)
 	MOVL       40(R14), BX
-	MOVL       BX, 260(SP)
+	MOVL       BX, 260(R11)
 	MOVL       52(R14), AX
-	MOVL       AX, 264(SP)
+	MOVL       AX, 264(R11)
 	MOVL       28(R14), BX
-	MOVL       BX, 268(SP)
+	MOVL       BX, 268(R11)
 	MOVL       12(R15), AX
-	MOVL       AX, 272(SP)
+	MOVL       AX, 272(R11)
 	MOVL       40(R15), BX
-	MOVL       BX, 276(SP)
+	MOVL       BX, 276(R11)
 	MOVL       52(R15), AX
-	MOVL       AX, 280(SP)
+	MOVL       AX, 280(R11)
 	MOVL       28(R15), BX
-	MOVL       BX, 284(SP)
+	MOVL       BX, 284(R11)
 	MOVL       16(R14), AX
-	MOVL       AX, 288(SP)
+	MOVL       AX, 288(R11)
 	MOVL       48(R14), BX
-	MOVL       BX, 292(SP)
+	MOVL       BX, 292(R11)
 	MOVL       8(R14), AX
-	MOVL       AX, 296(SP)
+	MOVL       AX, 296(R11)
 	MOVL       56(R14), BX
-	MOVL       BX, 300(SP)
+	MOVL       BX, 300(R11)
 	MOVL       16(R15), AX
-	MOVL       AX, 304(SP)
+	MOVL       AX, 304(R11)
 	MOVL       48(R15), BX
-	MOVL       BX, 308(SP)
+	MOVL       BX, 308(R11)
 	MOVL       8(R15), AX
-	MOVL       AX, 312(SP)
+	MOVL       AX, 312(R11)
 	MOVL       56(R15), BX
-	MOVL       BX, 316(SP)
+	MOVL       BX, 316(R11)
 	MOVL       32(R14), AX
-	MOVL       AX, 320(SP)
+	MOVL       AX, 320(R11)
 	MOVL       24(R14), BX
-	MOVL       BX, 324(SP)
+	MOVL       BX, 324(R11)
 	MOVL       36(R14), AX
-	MOVL       AX, 328(SP)
+	MOVL       AX, 328(R11)
 	MOVL       44(R14), BX
-	MOVL       BX, 332(SP)
+	MOVL       BX, 332(R11)
 	MOVL       32(R15), AX
-	MOVL       AX, 336(SP)
+	MOVL       AX, 336(R11)
 	MOVL       24(R15), BX
-	MOVL       BX, 340(SP)
+	MOVL       BX, 340(R11)
 	MOVL       36(R15), AX
-	MOVL       AX, 344(SP)
+	MOVL       AX, 344(R11)
 	MOVL       44(R15), BX
-	MOVL       BX, 348(SP)
+	MOVL       BX, 348(R11)
 	MOVL       4(R14), AX
-	MOVL       AX, 352(SP)
+	MOVL       AX, 352(R11)
 	MOVL       20(R14), BX
-	MOVL       BX, 356(SP)
+	MOVL       BX, 356(R11)
 	MOVL       (R14), AX
-	MOVL       AX, 360(SP)
+	MOVL       AX, 360(R11)
 	MOVL       60(R14), BX
-	MOVL       BX, 364(SP)
+	MOVL       BX, 364(R11)
 	MOVL       4(R15), AX
-	MOVL       AX, 368(SP)
+	MOVL       AX, 368(R11)
 	MOVL       20(R15), BX
-	MOVL       BX, 372(SP)
+	MOVL       BX, 372(R11)
 	MOVL       (R15), AX
-	MOVL       AX, 376(SP)
+	MOVL       AX, 376(R11)
 	MOVL       60(R15), BX
-	MOVL       BX, 380(SP)
+	MOVL       BX, 380(R11)
 
 	// round 4
-	VPADDD     384(SP), Y0, Y0
+	VPADDD     384(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4252,7 +4258,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     416(SP), Y0, Y0
+	VPADDD     416(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4266,7 +4272,7 @@ loop:
 	VPSHUFD    $0x93, Y0, Y0
 	VPSHUFD    $0x39, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
-	VPADDD     448(SP), Y0, Y0
+	VPADDD     448(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4277,7 +4283,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     480(SP), Y0, Y0
+	VPADDD     480(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4292,72 +4298,72 @@ loop:
 	VPSHUFD    $0x93, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
 	MOVL       40(R14), AX
-	MOVL       AX, 384(SP)
+	MOVL       AX, 384(R11)
 	MOVL       48(R14), BX
-	MOVL       BX, 388(SP)
+	MOVL       BX, 388(R11)
 	MOVL       56(R14), AX
-	MOVL       AX, 392(SP)
+	MOVL       AX, 392(R11)
 	MOVL       52(R14), BX
-	MOVL       BX, 396(SP)
+	MOVL       BX, 396(R11)
 	MOVL       40(R15), AX
-	MOVL       AX, 400(SP)
+	MOVL       AX, 400(R11)
 	MOVL       48(R15), BX
-	MOVL       BX, 404(SP)
+	MOVL       BX, 404(R11)
 	MOVL       56(R15), AX
-	MOVL       AX, 408(SP)
+	MOVL       AX, 408(R11)
 	MOVL       52(R15), BX
-	MOVL       BX, 412(SP)
+	MOVL       BX, 412(R11)
 	MOVL       28(R14), AX
-	MOVL       AX, 416(SP)
+	MOVL       AX, 416(R11)
 	MOVL       36(R14), BX
-	MOVL       BX, 420(SP)
+	MOVL       BX, 420(R11)
 	MOVL       12(R14), AX
-	MOVL       AX, 424(SP)
+	MOVL       AX, 424(R11)
 	MOVL       60(R14), BX
-	MOVL       BX, 428(SP)
+	MOVL       BX, 428(R11)
 	MOVL       28(R15), AX
-	MOVL       AX, 432(SP)
+	MOVL       AX, 432(R11)
 	MOVL       36(R15), BX
-	MOVL       BX, 436(SP)
+	MOVL       BX, 436(R11)
 	MOVL       12(R15), AX
-	MOVL       AX, 440(SP)
+	MOVL       AX, 440(R11)
 	MOVL       60(R15), BX
-	MOVL       BX, 444(SP)
+	MOVL       BX, 444(R11)
 	MOVL       4(R14), AX
-	MOVL       AX, 448(SP)
+	MOVL       AX, 448(R11)
 	MOVL       16(R14), BX
-	MOVL       BX, 452(SP)
+	MOVL       BX, 452(R11)
 	MOVL       44(R14), AX
-	MOVL       AX, 456(SP)
+	MOVL       AX, 456(R11)
 	MOVL       20(R14), BX
-	MOVL       BX, 460(SP)
+	MOVL       BX, 460(R11)
 	MOVL       4(R15), AX
-	MOVL       AX, 464(SP)
+	MOVL       AX, 464(R11)
 	MOVL       16(R15), BX
-	MOVL       BX, 468(SP)
+	MOVL       BX, 468(R11)
 	MOVL       44(R15), AX
-	MOVL       AX, 472(SP)
+	MOVL       AX, 472(R11)
 	MOVL       20(R15), BX
-	MOVL       BX, 476(SP)
+	MOVL       BX, 476(R11)
 	MOVL       24(R14), AX
-	MOVL       AX, 480(SP)
+	MOVL       AX, 480(R11)
 	MOVL       (R14), BX
-	MOVL       BX, 484(SP)
+	MOVL       BX, 484(R11)
 	MOVL       8(R14), AX
-	MOVL       AX, 488(SP)
+	MOVL       AX, 488(R11)
 	MOVL       32(R14), BX
-	MOVL       BX, 492(SP)
+	MOVL       BX, 492(R11)
 	MOVL       24(R15), AX
-	MOVL       AX, 496(SP)
+	MOVL       AX, 496(R11)
 	MOVL       (R15), BX
-	MOVL       BX, 500(SP)
+	MOVL       BX, 500(R11)
 	MOVL       8(R15), AX
-	MOVL       AX, 504(SP)
+	MOVL       AX, 504(R11)
 	MOVL       32(R15), BX
-	MOVL       BX, 508(SP)
+	MOVL       BX, 508(R11)
 
 	// round 5
-	VPADDD     512(SP), Y0, Y0
+	VPADDD     512(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4368,7 +4374,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     544(SP), Y0, Y0
+	VPADDD     544(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4382,7 +4388,7 @@ loop:
 	VPSHUFD    $0x93, Y0, Y0
 	VPSHUFD    $0x39, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
-	VPADDD     576(SP), Y0, Y0
+	VPADDD     576(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4393,7 +4399,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     608(SP), Y0, Y0
+	VPADDD     608(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4408,72 +4414,72 @@ loop:
 	VPSHUFD    $0x93, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
 	MOVL       48(R14), AX
-	MOVL       AX, 512(SP)
+	MOVL       AX, 512(R11)
 	MOVL       36(R14), BX
-	MOVL       BX, 516(SP)
+	MOVL       BX, 516(R11)
 	MOVL       60(R14), AX
-	MOVL       AX, 520(SP)
+	MOVL       AX, 520(R11)
 	MOVL       56(R14), BX
-	MOVL       BX, 524(SP)
+	MOVL       BX, 524(R11)
 	MOVL       48(R15), AX
-	MOVL       AX, 528(SP)
+	MOVL       AX, 528(R11)
 	MOVL       36(R15), BX
-	MOVL       BX, 532(SP)
+	MOVL       BX, 532(R11)
 	MOVL       60(R15), AX
-	MOVL       AX, 536(SP)
+	MOVL       AX, 536(R11)
 	MOVL       56(R15), BX
-	MOVL       BX, 540(SP)
+	MOVL       BX, 540(R11)
 	MOVL       52(R14), AX
-	MOVL       AX, 544(SP)
+	MOVL       AX, 544(R11)
 	MOVL       44(R14), BX
-	MOVL       BX, 548(SP)
+	MOVL       BX, 548(R11)
 	MOVL       40(R14), AX
-	MOVL       AX, 552(SP)
+	MOVL       AX, 552(R11)
 	MOVL       32(R14), BX
-	MOVL       BX, 556(SP)
+	MOVL       BX, 556(R11)
 	MOVL       52(R15), AX
-	MOVL       AX, 560(SP)
+	MOVL       AX, 560(R11)
 	MOVL       44(R15), BX
-	MOVL       BX, 564(SP)
+	MOVL       BX, 564(R11)
 	MOVL       40(R15), AX
-	MOVL       AX, 568(SP)
+	MOVL       AX, 568(R11)
 	MOVL       32(R15), BX
-	MOVL       BX, 572(SP)
+	MOVL       BX, 572(R11)
 	MOVL       24(R14), AX
-	MOVL       AX, 576(SP)
+	MOVL       AX, 576(R11)
 	MOVL       28(R14), BX
-	MOVL       BX, 580(SP)
+	MOVL       BX, 580(R11)
 	MOVL       20(R14), AX
-	MOVL       AX, 584(SP)
+	MOVL       AX, 584(R11)
 	MOVL       (R14), BX
-	MOVL       BX, 588(SP)
+	MOVL       BX, 588(R11)
 	MOVL       24(R15), AX
-	MOVL       AX, 592(SP)
+	MOVL       AX, 592(R11)
 	MOVL       28(R15), BX
-	MOVL       BX, 596(SP)
+	MOVL       BX, 596(R11)
 	MOVL       20(R15), AX
-	MOVL       AX, 600(SP)
+	MOVL       AX, 600(R11)
 	MOVL       (R15), BX
-	MOVL       BX, 604(SP)
+	MOVL       BX, 604(R11)
 	MOVL       16(R14), AX
-	MOVL       AX, 608(SP)
+	MOVL       AX, 608(R11)
 	MOVL       8(R14), BX
-	MOVL       BX, 612(SP)
+	MOVL       BX, 612(R11)
 	MOVL       12(R14), AX
-	MOVL       AX, 616(SP)
+	MOVL       AX, 616(R11)
 	MOVL       4(R14), BX
-	MOVL       BX, 620(SP)
+	MOVL       BX, 620(R11)
 	MOVL       16(R15), AX
-	MOVL       AX, 624(SP)
+	MOVL       AX, 624(R11)
 	MOVL       8(R15), BX
-	MOVL       BX, 628(SP)
+	MOVL       BX, 628(R11)
 	MOVL       12(R15), AX
-	MOVL       AX, 632(SP)
+	MOVL       AX, 632(R11)
 	MOVL       4(R15), BX
-	MOVL       BX, 636(SP)
+	MOVL       BX, 636(R11)
 
 	// round 6
-	VPADDD     640(SP), Y0, Y0
+	VPADDD     640(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4484,7 +4490,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     672(SP), Y0, Y0
+	VPADDD     672(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4498,7 +4504,7 @@ loop:
 	VPSHUFD    $0x93, Y0, Y0
 	VPSHUFD    $0x39, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
-	VPADDD     704(SP), Y0, Y0
+	VPADDD     704(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4509,7 +4515,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     736(SP), Y0, Y0
+	VPADDD     736(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4524,72 +4530,72 @@ loop:
 	VPSHUFD    $0x93, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
 	MOVL       36(R14), AX
-	MOVL       AX, 640(SP)
+	MOVL       AX, 640(R11)
 	MOVL       44(R14), BX
-	MOVL       BX, 644(SP)
+	MOVL       BX, 644(R11)
 	MOVL       32(R14), AX
-	MOVL       AX, 648(SP)
+	MOVL       AX, 648(R11)
 	MOVL       60(R14), BX
-	MOVL       BX, 652(SP)
+	MOVL       BX, 652(R11)
 	MOVL       36(R15), AX
-	MOVL       AX, 656(SP)
+	MOVL       AX, 656(R11)
 	MOVL       44(R15), BX
-	MOVL       BX, 660(SP)
+	MOVL       BX, 660(R11)
 	MOVL       32(R15), AX
-	MOVL       AX, 664(SP)
+	MOVL       AX, 664(R11)
 	MOVL       60(R15), BX
-	MOVL       BX, 668(SP)
+	MOVL       BX, 668(R11)
 	MOVL       56(R14), AX
-	MOVL       AX, 672(SP)
+	MOVL       AX, 672(R11)
 	MOVL       20(R14), BX
-	MOVL       BX, 676(SP)
+	MOVL       BX, 676(R11)
 	MOVL       48(R14), AX
-	MOVL       AX, 680(SP)
+	MOVL       AX, 680(R11)
 	MOVL       4(R14), BX
-	MOVL       BX, 684(SP)
+	MOVL       BX, 684(R11)
 	MOVL       56(R15), AX
-	MOVL       AX, 688(SP)
+	MOVL       AX, 688(R11)
 	MOVL       20(R15), BX
-	MOVL       BX, 692(SP)
+	MOVL       BX, 692(R11)
 	MOVL       48(R15), AX
-	MOVL       AX, 696(SP)
+	MOVL       AX, 696(R11)
 	MOVL       4(R15), BX
-	MOVL       BX, 700(SP)
+	MOVL       BX, 700(R11)
 	MOVL       16(R14), AX
-	MOVL       AX, 704(SP)
+	MOVL       AX, 704(R11)
 	MOVL       52(R14), BX
-	MOVL       BX, 708(SP)
+	MOVL       BX, 708(R11)
 	MOVL       (R14), AX
-	MOVL       AX, 712(SP)
+	MOVL       AX, 712(R11)
 	MOVL       8(R14), BX
-	MOVL       BX, 716(SP)
+	MOVL       BX, 716(R11)
 	MOVL       16(R15), AX
-	MOVL       AX, 720(SP)
+	MOVL       AX, 720(R11)
 	MOVL       52(R15), BX
-	MOVL       BX, 724(SP)
+	MOVL       BX, 724(R11)
 	MOVL       (R15), AX
-	MOVL       AX, 728(SP)
+	MOVL       AX, 728(R11)
 	MOVL       8(R15), BX
-	MOVL       BX, 732(SP)
+	MOVL       BX, 732(R11)
 	MOVL       28(R14), AX
-	MOVL       AX, 736(SP)
+	MOVL       AX, 736(R11)
 	MOVL       12(R14), BX
-	MOVL       BX, 740(SP)
+	MOVL       BX, 740(R11)
 	MOVL       40(R14), AX
-	MOVL       AX, 744(SP)
+	MOVL       AX, 744(R11)
 	MOVL       24(R14), BX
-	MOVL       BX, 748(SP)
+	MOVL       BX, 748(R11)
 	MOVL       28(R15), AX
-	MOVL       AX, 752(SP)
+	MOVL       AX, 752(R11)
 	MOVL       12(R15), BX
-	MOVL       BX, 756(SP)
+	MOVL       BX, 756(R11)
 	MOVL       40(R15), AX
-	MOVL       AX, 760(SP)
+	MOVL       AX, 760(R11)
 	MOVL       24(R15), BX
-	MOVL       BX, 764(SP)
+	MOVL       BX, 764(R11)
 
 	// round 7
-	VPADDD     768(SP), Y0, Y0
+	VPADDD     768(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4600,7 +4606,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     800(SP), Y0, Y0
+	VPADDD     800(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4614,7 +4620,7 @@ loop:
 	VPSHUFD    $0x93, Y0, Y0
 	VPSHUFD    $0x39, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
-	VPADDD     832(SP), Y0, Y0
+	VPADDD     832(R11), Y0, Y0
 	VPADDD     Y1, Y0, Y0
 	VPRORD     $0x0c, Y1, Y22
 	VPSRLD     $0x10, Y0, Y20
@@ -4625,7 +4631,7 @@ loop:
 	VPSLLD     $0x14, Y2, Y21
 	VPRORD     $0x08, Y3, Y3
 	VPTERNLOGD $0x96, Y21, Y20, Y22
-	VPADDD     864(SP), Y0, Y0
+	VPADDD     864(R11), Y0, Y0
 	VPADDD     Y22, Y0, Y0
 	VPRORD     $0x07, Y22, Y1
 	VPSRLD     $0x08, Y0, Y20
@@ -4639,69 +4645,69 @@ loop:
 	VPSHUFD    $0x93, Y2, Y2
 	VPSHUFD    $0x4e, Y3, Y3
 	MOVL       44(R14), AX
-	MOVL       AX, 768(SP)
+	MOVL       AX, 768(R11)
 	MOVL       20(R14), BX
-	MOVL       BX, 772(SP)
+	MOVL       BX, 772(R11)
 	MOVL       4(R14), AX
-	MOVL       AX, 776(SP)
+	MOVL       AX, 776(R11)
 	MOVL       32(R14), BX
-	MOVL       BX, 780(SP)
+	MOVL       BX, 780(R11)
 	MOVL       44(R15), AX
-	MOVL       AX, 784(SP)
+	MOVL       AX, 784(R11)
 	MOVL       20(R15), BX
-	MOVL       BX, 788(SP)
+	MOVL       BX, 788(R11)
 	MOVL       4(R15), AX
-	MOVL       AX, 792(SP)
+	MOVL       AX, 792(R11)
 	MOVL       32(R15), BX
-	MOVL       BX, 796(SP)
+	MOVL       BX, 796(R11)
 	MOVL       60(R14), AX
-	MOVL       AX, 800(SP)
+	MOVL       AX, 800(R11)
 	MOVL       (R14), BX
-	MOVL       BX, 804(SP)
+	MOVL       BX, 804(R11)
 	MOVL       36(R14), AX
-	MOVL       AX, 808(SP)
+	MOVL       AX, 808(R11)
 	MOVL       24(R14), BX
-	MOVL       BX, 812(SP)
+	MOVL       BX, 812(R11)
 	MOVL       60(R15), AX
-	MOVL       AX, 816(SP)
+	MOVL       AX, 816(R11)
 	MOVL       (R15), BX
-	MOVL       BX, 820(SP)
+	MOVL       BX, 820(R11)
 	MOVL       36(R15), AX
-	MOVL       AX, 824(SP)
+	MOVL       AX, 824(R11)
 	MOVL       24(R15), BX
-	MOVL       BX, 828(SP)
+	MOVL       BX, 828(R11)
 	MOVL       28(R14), AX
-	MOVL       AX, 832(SP)
+	MOVL       AX, 832(R11)
 	MOVL       56(R14), BX
-	MOVL       BX, 836(SP)
+	MOVL       BX, 836(R11)
 	MOVL       8(R14), AX
-	MOVL       AX, 840(SP)
+	MOVL       AX, 840(R11)
 	MOVL       12(R14), BX
-	MOVL       BX, 844(SP)
+	MOVL       BX, 844(R11)
 	MOVL       28(R15), AX
-	MOVL       AX, 848(SP)
+	MOVL       AX, 848(R11)
 	MOVL       56(R15), BX
-	MOVL       BX, 852(SP)
+	MOVL       BX, 852(R11)
 	MOVL       8(R15), AX
-	MOVL       AX, 856(SP)
+	MOVL       AX, 856(R11)
 	MOVL       12(R15), BX
-	MOVL       BX, 860(SP)
+	MOVL       BX, 860(R11)
 	MOVL       52(R14), AX
-	MOVL       AX, 864(SP)
+	MOVL       AX, 864(R11)
 	MOVL       40(R14), BX
-	MOVL       BX, 868(SP)
+	MOVL       BX, 868(R11)
 	MOVL       48(R14), AX
-	MOVL       AX, 872(SP)
+	MOVL       AX, 872(R11)
 	MOVL       16(R14), BX
-	MOVL       BX, 876(SP)
+	MOVL       BX, 876(R11)
 	MOVL       52(R15), AX
-	MOVL       AX, 880(SP)
+	MOVL       AX, 880(R11)
 	MOVL       40(R15), BX
-	MOVL       BX, 884(SP)
+	MOVL       BX, 884(R11)
 	MOVL       48(R15), AX
-	MOVL       AX, 888(SP)
+	MOVL       AX, 888(R11)
 	MOVL       16(R15), BX
-	MOVL       BX, 892(SP)
+	MOVL       BX, 892(R11)
 	VPXORD     Y2, Y0, Y0
 	VPXORD     Y3, Y1, Y1
 
@@ -4724,7 +4730,9 @@ more1:
 
 // func hash8AVX2(inputs *[8]*byte, blocks int, key *[8]uint32, lp *[32]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[256]byte)
 // Requires: AVX, AVX2, MMX+
-TEXT ·hash8AVX2(SB), $848-56
+TEXT ·hash8AVX2(SB), $912-56
+	LEAQ 63(SP), R15
+	ANDQ $-64, R15
 	MOVQ inputs+0(FP), SI
 	MOVQ blocks+8(FP), R8
 	MOVQ key+16(FP), R9
@@ -4733,25 +4741,25 @@ TEXT ·hash8AVX2(SB), $848-56
 	MOVL flagsStart+36(FP), R12
 	MOVL flagsEnd+40(FP), R13
 	MOVQ out+48(FP), DI
-	MOVL R13, 840(SP)
+	MOVL R13, 904(SP)
 
 	// The chaining values start as the key.
 	VPBROADCASTD (R9), Y0
-	VMOVDQU      Y0, (SP)
+	VMOVDQU      Y0, (R15)
 	VPBROADCASTD 4(R9), Y1
-	VMOVDQU      Y1, 32(SP)
+	VMOVDQU      Y1, 32(R15)
 	VPBROADCASTD 8(R9), Y2
-	VMOVDQU      Y2, 64(SP)
+	VMOVDQU      Y2, 64(R15)
 	VPBROADCASTD 12(R9), Y3
-	VMOVDQU      Y3, 96(SP)
+	VMOVDQU      Y3, 96(R15)
 	VPBROADCASTD 16(R9), Y4
-	VMOVDQU      Y4, 128(SP)
+	VMOVDQU      Y4, 128(R15)
 	VPBROADCASTD 20(R9), Y5
-	VMOVDQU      Y5, 160(SP)
+	VMOVDQU      Y5, 160(R15)
 	VPBROADCASTD 24(R9), Y6
-	VMOVDQU      Y6, 192(SP)
+	VMOVDQU      Y6, 192(R15)
 	VPBROADCASTD 28(R9), Y7
-	VMOVDQU      Y7, 224(SP)
+	VMOVDQU      Y7, 224(R15)
 	XORQ         DX, DX
 	XORQ         BX, BX
 
@@ -4812,14 +4820,14 @@ notfirst:
 	VPERM2I128  $0x31, Y6, Y2, Y14
 	VPERM2I128  $0x20, Y7, Y3, Y11
 	VPERM2I128  $0x31, Y7, Y3, Y15
-	VMOVDQU     Y8, 256(SP)
-	VMOVDQU     Y9, 288(SP)
-	VMOVDQU     Y10, 320(SP)
-	VMOVDQU     Y11, 352(SP)
-	VMOVDQU     Y12, 384(SP)
-	VMOVDQU     Y13, 416(SP)
-	VMOVDQU     Y14, 448(SP)
-	VMOVDQU     Y15, 480(SP)
+	VMOVDQU     Y8, 256(R15)
+	VMOVDQU     Y9, 288(R15)
+	VMOVDQU     Y10, 320(R15)
+	VMOVDQU     Y11, 352(R15)
+	VMOVDQU     Y12, 384(R15)
+	VMOVDQU     Y13, 416(R15)
+	VMOVDQU     Y14, 448(R15)
+	VMOVDQU     Y15, 480(R15)
 	MOVQ        (SI), AX
 	VMOVDQU     32(AX)(DX*1), Y0
 	MOVQ        8(SI), AX
@@ -4860,38 +4868,38 @@ notfirst:
 	VPERM2I128  $0x31, Y6, Y2, Y14
 	VPERM2I128  $0x20, Y7, Y3, Y11
 	VPERM2I128  $0x31, Y7, Y3, Y15
-	VMOVDQU     Y8, 512(SP)
-	VMOVDQU     Y9, 544(SP)
-	VMOVDQU     Y10, 576(SP)
-	VMOVDQU     Y11, 608(SP)
-	VMOVDQU     Y12, 640(SP)
-	VMOVDQU     Y13, 672(SP)
-	VMOVDQU     Y14, 704(SP)
-	VMOVDQU     Y15, 736(SP)
+	VMOVDQU     Y8, 512(R15)
+	VMOVDQU     Y9, 544(R15)
+	VMOVDQU     Y10, 576(R15)
+	VMOVDQU     Y11, 608(R15)
+	VMOVDQU     Y12, 640(R15)
+	VMOVDQU     Y13, 672(R15)
+	VMOVDQU     Y14, 704(R15)
+	VMOVDQU     Y15, 736(R15)
 
 	// Per-lane block lengths and flags; which lanes end here or are done.
-	MOVL         BX, 836(SP)
-	VPBROADCASTD 836(SP), Y14
+	MOVL         BX, 900(SP)
+	VPBROADCASTD 900(SP), Y14
 	VPCMPEQD     64(R10), Y14, Y13
 	VPCMPGTD     64(R10), Y14, Y12
-	VMOVDQU      Y12, 800(SP)
+	VMOVDQU      Y12, 800(R15)
 	VPBROADCASTD blake3BlockLen<>+0(SB), Y14
 	VPBLENDVB    Y13, 96(R10), Y14, Y14
-	MOVL         CX, 832(SP)
-	VPBROADCASTD 832(SP), Y15
-	VPBROADCASTD 840(SP), Y12
+	MOVL         CX, 896(SP)
+	VPBROADCASTD 896(SP), Y15
+	VPBROADCASTD 904(SP), Y12
 	VPAND        Y13, Y12, Y12
 	VPOR         Y12, Y15, Y15
 
 	// Initialise the state.
-	VMOVDQU      (SP), Y0
-	VMOVDQU      32(SP), Y1
-	VMOVDQU      64(SP), Y2
-	VMOVDQU      96(SP), Y3
-	VMOVDQU      128(SP), Y4
-	VMOVDQU      160(SP), Y5
-	VMOVDQU      192(SP), Y6
-	VMOVDQU      224(SP), Y7
+	VMOVDQU      (R15), Y0
+	VMOVDQU      32(R15), Y1
+	VMOVDQU      64(R15), Y2
+	VMOVDQU      96(R15), Y3
+	VMOVDQU      128(R15), Y4
+	VMOVDQU      160(R15), Y5
+	VMOVDQU      192(R15), Y6
+	VMOVDQU      224(R15), Y7
 	VPBROADCASTD blake3IV<>+0(SB), Y8
 	VPBROADCASTD blake3IV<>+4(SB), Y9
 	VPBROADCASTD blake3IV<>+8(SB), Y10
@@ -4900,13 +4908,13 @@ notfirst:
 	VMOVDQU      32(R10), Y13
 
 	// round 1
-	VPADDD  256(SP), Y0, Y0
+	VPADDD  256(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  320(SP), Y1, Y1
+	VPADDD  320(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  384(SP), Y2, Y2
+	VPADDD  384(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  448(SP), Y3, Y3
+	VPADDD  448(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -4924,7 +4932,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x0c, Y4, Y8
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -4937,14 +4945,14 @@ notfirst:
 	VPSRLD  $0x0c, Y7, Y8
 	VPSLLD  $0x14, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  288(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  288(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  352(SP), Y1, Y1
+	VPADDD  352(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  416(SP), Y2, Y2
+	VPADDD  416(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  480(SP), Y3, Y3
+	VPADDD  480(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -4962,7 +4970,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x07, Y4, Y8
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -4975,14 +4983,14 @@ notfirst:
 	VPSRLD  $0x07, Y7, Y8
 	VPSLLD  $0x19, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  512(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  512(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  576(SP), Y1, Y1
+	VPADDD  576(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  640(SP), Y2, Y2
+	VPADDD  640(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  704(SP), Y3, Y3
+	VPADDD  704(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5000,7 +5008,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x0c, Y5, Y10
 	VPSLLD  $0x14, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5013,14 +5021,14 @@ notfirst:
 	VPSRLD  $0x0c, Y4, Y10
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
-	VPADDD  544(SP), Y0, Y0
+	VMOVDQU 768(R15), Y10
+	VPADDD  544(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  608(SP), Y1, Y1
+	VPADDD  608(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  672(SP), Y2, Y2
+	VPADDD  672(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  736(SP), Y3, Y3
+	VPADDD  736(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5038,7 +5046,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x07, Y5, Y10
 	VPSLLD  $0x19, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5051,16 +5059,16 @@ notfirst:
 	VPSRLD  $0x07, Y4, Y10
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
+	VMOVDQU 768(R15), Y10
 
 	// round 2
-	VPADDD  320(SP), Y0, Y0
+	VPADDD  320(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  352(SP), Y1, Y1
+	VPADDD  352(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  480(SP), Y2, Y2
+	VPADDD  480(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  384(SP), Y3, Y3
+	VPADDD  384(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5078,7 +5086,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x0c, Y4, Y8
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5091,14 +5099,14 @@ notfirst:
 	VPSRLD  $0x0c, Y7, Y8
 	VPSLLD  $0x14, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  448(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  448(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  576(SP), Y1, Y1
+	VPADDD  576(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  256(SP), Y2, Y2
+	VPADDD  256(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  672(SP), Y3, Y3
+	VPADDD  672(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5116,7 +5124,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x07, Y4, Y8
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5129,14 +5137,14 @@ notfirst:
 	VPSRLD  $0x07, Y7, Y8
 	VPSLLD  $0x19, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  288(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  288(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  640(SP), Y1, Y1
+	VPADDD  640(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  544(SP), Y2, Y2
+	VPADDD  544(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  736(SP), Y3, Y3
+	VPADDD  736(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5154,7 +5162,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x0c, Y5, Y10
 	VPSLLD  $0x14, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5167,14 +5175,14 @@ notfirst:
 	VPSRLD  $0x0c, Y4, Y10
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
-	VPADDD  608(SP), Y0, Y0
+	VMOVDQU 768(R15), Y10
+	VPADDD  608(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  416(SP), Y1, Y1
+	VPADDD  416(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  704(SP), Y2, Y2
+	VPADDD  704(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  512(SP), Y3, Y3
+	VPADDD  512(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5192,7 +5200,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x07, Y5, Y10
 	VPSLLD  $0x19, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5205,16 +5213,16 @@ notfirst:
 	VPSRLD  $0x07, Y4, Y10
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
+	VMOVDQU 768(R15), Y10
 
 	// round 3
-	VPADDD  352(SP), Y0, Y0
+	VPADDD  352(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  576(SP), Y1, Y1
+	VPADDD  576(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  672(SP), Y2, Y2
+	VPADDD  672(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  480(SP), Y3, Y3
+	VPADDD  480(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5232,7 +5240,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x0c, Y4, Y8
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5245,14 +5253,14 @@ notfirst:
 	VPSRLD  $0x0c, Y7, Y8
 	VPSLLD  $0x14, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  384(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  384(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  640(SP), Y1, Y1
+	VPADDD  640(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  320(SP), Y2, Y2
+	VPADDD  320(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  704(SP), Y3, Y3
+	VPADDD  704(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5270,7 +5278,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x07, Y4, Y8
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5283,14 +5291,14 @@ notfirst:
 	VPSRLD  $0x07, Y7, Y8
 	VPSLLD  $0x19, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  448(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  448(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  544(SP), Y1, Y1
+	VPADDD  544(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  608(SP), Y2, Y2
+	VPADDD  608(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  512(SP), Y3, Y3
+	VPADDD  512(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5308,7 +5316,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x0c, Y5, Y10
 	VPSLLD  $0x14, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5321,14 +5329,14 @@ notfirst:
 	VPSRLD  $0x0c, Y4, Y10
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
-	VPADDD  416(SP), Y0, Y0
+	VMOVDQU 768(R15), Y10
+	VPADDD  416(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  256(SP), Y1, Y1
+	VPADDD  256(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  736(SP), Y2, Y2
+	VPADDD  736(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  288(SP), Y3, Y3
+	VPADDD  288(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5346,7 +5354,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x07, Y5, Y10
 	VPSLLD  $0x19, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5359,16 +5367,16 @@ notfirst:
 	VPSRLD  $0x07, Y4, Y10
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
+	VMOVDQU 768(R15), Y10
 
 	// round 4
-	VPADDD  576(SP), Y0, Y0
+	VPADDD  576(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  640(SP), Y1, Y1
+	VPADDD  640(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  704(SP), Y2, Y2
+	VPADDD  704(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  672(SP), Y3, Y3
+	VPADDD  672(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5386,7 +5394,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x0c, Y4, Y8
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5399,14 +5407,14 @@ notfirst:
 	VPSRLD  $0x0c, Y7, Y8
 	VPSLLD  $0x14, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  480(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  480(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  544(SP), Y1, Y1
+	VPADDD  544(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  352(SP), Y2, Y2
+	VPADDD  352(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  736(SP), Y3, Y3
+	VPADDD  736(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5424,7 +5432,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x07, Y4, Y8
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5437,14 +5445,14 @@ notfirst:
 	VPSRLD  $0x07, Y7, Y8
 	VPSLLD  $0x19, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  384(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  384(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  608(SP), Y1, Y1
+	VPADDD  608(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  416(SP), Y2, Y2
+	VPADDD  416(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  288(SP), Y3, Y3
+	VPADDD  288(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5462,7 +5470,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x0c, Y5, Y10
 	VPSLLD  $0x14, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5475,14 +5483,14 @@ notfirst:
 	VPSRLD  $0x0c, Y4, Y10
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
-	VPADDD  256(SP), Y0, Y0
+	VMOVDQU 768(R15), Y10
+	VPADDD  256(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  320(SP), Y1, Y1
+	VPADDD  320(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  512(SP), Y2, Y2
+	VPADDD  512(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  448(SP), Y3, Y3
+	VPADDD  448(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5500,7 +5508,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x07, Y5, Y10
 	VPSLLD  $0x19, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5513,16 +5521,16 @@ notfirst:
 	VPSRLD  $0x07, Y4, Y10
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
+	VMOVDQU 768(R15), Y10
 
 	// round 5
-	VPADDD  640(SP), Y0, Y0
+	VPADDD  640(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  544(SP), Y1, Y1
+	VPADDD  544(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  736(SP), Y2, Y2
+	VPADDD  736(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  704(SP), Y3, Y3
+	VPADDD  704(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5540,7 +5548,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x0c, Y4, Y8
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5553,14 +5561,14 @@ notfirst:
 	VPSRLD  $0x0c, Y7, Y8
 	VPSLLD  $0x14, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  672(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  672(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  608(SP), Y1, Y1
+	VPADDD  608(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  576(SP), Y2, Y2
+	VPADDD  576(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  512(SP), Y3, Y3
+	VPADDD  512(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5578,7 +5586,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x07, Y4, Y8
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5591,14 +5599,14 @@ notfirst:
 	VPSRLD  $0x07, Y7, Y8
 	VPSLLD  $0x19, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  480(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  480(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  416(SP), Y1, Y1
+	VPADDD  416(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  256(SP), Y2, Y2
+	VPADDD  256(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  448(SP), Y3, Y3
+	VPADDD  448(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5616,7 +5624,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x0c, Y5, Y10
 	VPSLLD  $0x14, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5629,14 +5637,14 @@ notfirst:
 	VPSRLD  $0x0c, Y4, Y10
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
-	VPADDD  320(SP), Y0, Y0
+	VMOVDQU 768(R15), Y10
+	VPADDD  320(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  352(SP), Y1, Y1
+	VPADDD  352(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  288(SP), Y2, Y2
+	VPADDD  288(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  384(SP), Y3, Y3
+	VPADDD  384(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5654,7 +5662,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x07, Y5, Y10
 	VPSLLD  $0x19, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5667,16 +5675,16 @@ notfirst:
 	VPSRLD  $0x07, Y4, Y10
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
+	VMOVDQU 768(R15), Y10
 
 	// round 6
-	VPADDD  544(SP), Y0, Y0
+	VPADDD  544(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  608(SP), Y1, Y1
+	VPADDD  608(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  512(SP), Y2, Y2
+	VPADDD  512(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  736(SP), Y3, Y3
+	VPADDD  736(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5694,7 +5702,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x0c, Y4, Y8
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5707,14 +5715,14 @@ notfirst:
 	VPSRLD  $0x0c, Y7, Y8
 	VPSLLD  $0x14, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  704(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  704(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  416(SP), Y1, Y1
+	VPADDD  416(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  640(SP), Y2, Y2
+	VPADDD  640(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  288(SP), Y3, Y3
+	VPADDD  288(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5732,7 +5740,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x07, Y4, Y8
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5745,14 +5753,14 @@ notfirst:
 	VPSRLD  $0x07, Y7, Y8
 	VPSLLD  $0x19, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  672(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  672(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  256(SP), Y1, Y1
+	VPADDD  256(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  320(SP), Y2, Y2
+	VPADDD  320(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  384(SP), Y3, Y3
+	VPADDD  384(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5770,7 +5778,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x0c, Y5, Y10
 	VPSLLD  $0x14, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5783,14 +5791,14 @@ notfirst:
 	VPSRLD  $0x0c, Y4, Y10
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
-	VPADDD  352(SP), Y0, Y0
+	VMOVDQU 768(R15), Y10
+	VPADDD  352(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  576(SP), Y1, Y1
+	VPADDD  576(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  448(SP), Y2, Y2
+	VPADDD  448(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  480(SP), Y3, Y3
+	VPADDD  480(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5808,7 +5816,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x07, Y5, Y10
 	VPSLLD  $0x19, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5821,16 +5829,16 @@ notfirst:
 	VPSRLD  $0x07, Y4, Y10
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
+	VMOVDQU 768(R15), Y10
 
 	// round 7
-	VPADDD  608(SP), Y0, Y0
+	VPADDD  608(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  416(SP), Y1, Y1
+	VPADDD  416(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  288(SP), Y2, Y2
+	VPADDD  288(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  512(SP), Y3, Y3
+	VPADDD  512(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5848,7 +5856,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x0c, Y4, Y8
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5861,14 +5869,14 @@ notfirst:
 	VPSRLD  $0x0c, Y7, Y8
 	VPSLLD  $0x14, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  736(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  736(R15), Y0, Y0
 	VPADDD  Y4, Y0, Y0
-	VPADDD  256(SP), Y1, Y1
+	VPADDD  256(R15), Y1, Y1
 	VPADDD  Y5, Y1, Y1
-	VPADDD  544(SP), Y2, Y2
+	VPADDD  544(R15), Y2, Y2
 	VPADDD  Y6, Y2, Y2
-	VPADDD  448(SP), Y3, Y3
+	VPADDD  448(R15), Y3, Y3
 	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
@@ -5886,7 +5894,7 @@ notfirst:
 	VPXOR   Y9, Y5, Y5
 	VPXOR   Y10, Y6, Y6
 	VPXOR   Y11, Y7, Y7
-	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y8, 768(R15)
 	VPSRLD  $0x07, Y4, Y8
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y8, Y4, Y4
@@ -5899,14 +5907,14 @@ notfirst:
 	VPSRLD  $0x07, Y7, Y8
 	VPSLLD  $0x19, Y7, Y7
 	VPOR    Y8, Y7, Y7
-	VMOVDQU 768(SP), Y8
-	VPADDD  704(SP), Y0, Y0
+	VMOVDQU 768(R15), Y8
+	VPADDD  704(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  320(SP), Y1, Y1
+	VPADDD  320(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  352(SP), Y2, Y2
+	VPADDD  352(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  480(SP), Y3, Y3
+	VPADDD  480(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5924,7 +5932,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x0c, Y5, Y10
 	VPSLLD  $0x14, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5937,14 +5945,14 @@ notfirst:
 	VPSRLD  $0x0c, Y4, Y10
 	VPSLLD  $0x14, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
-	VPADDD  576(SP), Y0, Y0
+	VMOVDQU 768(R15), Y10
+	VPADDD  576(R15), Y0, Y0
 	VPADDD  Y5, Y0, Y0
-	VPADDD  640(SP), Y1, Y1
+	VPADDD  640(R15), Y1, Y1
 	VPADDD  Y6, Y1, Y1
-	VPADDD  384(SP), Y2, Y2
+	VPADDD  384(R15), Y2, Y2
 	VPADDD  Y7, Y2, Y2
-	VPADDD  672(SP), Y3, Y3
+	VPADDD  672(R15), Y3, Y3
 	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
@@ -5962,7 +5970,7 @@ notfirst:
 	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VMOVDQU Y10, 768(SP)
+	VMOVDQU Y10, 768(R15)
 	VPSRLD  $0x07, Y5, Y10
 	VPSLLD  $0x19, Y5, Y5
 	VPOR    Y10, Y5, Y5
@@ -5975,7 +5983,7 @@ notfirst:
 	VPSRLD  $0x07, Y4, Y10
 	VPSLLD  $0x19, Y4, Y4
 	VPOR    Y10, Y4, Y4
-	VMOVDQU 768(SP), Y10
+	VMOVDQU 768(R15), Y10
 
 	// Feed forward; lanes past their last block keep their value.
 	VPXOR     Y8, Y0, Y0
@@ -5986,37 +5994,37 @@ notfirst:
 	VPXOR     Y13, Y5, Y5
 	VPXOR     Y14, Y6, Y6
 	VPXOR     Y15, Y7, Y7
-	VMOVDQU   800(SP), Y8
-	VPBLENDVB Y8, (SP), Y0, Y0
-	VMOVDQU   Y0, (SP)
-	VPBLENDVB Y8, 32(SP), Y1, Y1
-	VMOVDQU   Y1, 32(SP)
-	VPBLENDVB Y8, 64(SP), Y2, Y2
-	VMOVDQU   Y2, 64(SP)
-	VPBLENDVB Y8, 96(SP), Y3, Y3
-	VMOVDQU   Y3, 96(SP)
-	VPBLENDVB Y8, 128(SP), Y4, Y4
-	VMOVDQU   Y4, 128(SP)
-	VPBLENDVB Y8, 160(SP), Y5, Y5
-	VMOVDQU   Y5, 160(SP)
-	VPBLENDVB Y8, 192(SP), Y6, Y6
-	VMOVDQU   Y6, 192(SP)
-	VPBLENDVB Y8, 224(SP), Y7, Y7
-	VMOVDQU   Y7, 224(SP)
+	VMOVDQU   800(R15), Y8
+	VPBLENDVB Y8, (R15), Y0, Y0
+	VMOVDQU   Y0, (R15)
+	VPBLENDVB Y8, 32(R15), Y1, Y1
+	VMOVDQU   Y1, 32(R15)
+	VPBLENDVB Y8, 64(R15), Y2, Y2
+	VMOVDQU   Y2, 64(R15)
+	VPBLENDVB Y8, 96(R15), Y3, Y3
+	VMOVDQU   Y3, 96(R15)
+	VPBLENDVB Y8, 128(R15), Y4, Y4
+	VMOVDQU   Y4, 128(R15)
+	VPBLENDVB Y8, 160(R15), Y5, Y5
+	VMOVDQU   Y5, 160(R15)
+	VPBLENDVB Y8, 192(R15), Y6, Y6
+	VMOVDQU   Y6, 192(R15)
+	VPBLENDVB Y8, 224(R15), Y7, Y7
+	VMOVDQU   Y7, 224(R15)
 	ADDQ      $0x40, DX
 	INCQ      BX
 	CMPQ      BX, R8
 	JB        loop
 
 	// Transpose the chaining values into one row per lane.
-	VMOVDQU     (SP), Y0
-	VMOVDQU     32(SP), Y1
-	VMOVDQU     64(SP), Y2
-	VMOVDQU     96(SP), Y3
-	VMOVDQU     128(SP), Y4
-	VMOVDQU     160(SP), Y5
-	VMOVDQU     192(SP), Y6
-	VMOVDQU     224(SP), Y7
+	VMOVDQU     (R15), Y0
+	VMOVDQU     32(R15), Y1
+	VMOVDQU     64(R15), Y2
+	VMOVDQU     96(R15), Y3
+	VMOVDQU     128(R15), Y4
+	VMOVDQU     160(R15), Y5
+	VMOVDQU     192(R15), Y6
+	VMOVDQU     224(R15), Y7
 	VPUNPCKLDQ  Y1, Y0, Y8
 	VPUNPCKHDQ  Y1, Y0, Y9
 	VPUNPCKLDQ  Y3, Y2, Y10
@@ -6054,7 +6062,9 @@ notfirst:
 
 // func hash8AVX512(inputs *[8]*byte, blocks int, key *[8]uint32, lp *[32]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[256]byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+
-TEXT ·hash8AVX512(SB), $264-56
+TEXT ·hash8AVX512(SB), $328-56
+	LEAQ 63(SP), R15
+	ANDQ $-64, R15
 	MOVQ inputs+0(FP), SI
 	MOVQ blocks+8(FP), R8
 	MOVQ key+16(FP), R9
@@ -6063,25 +6073,25 @@ TEXT ·hash8AVX512(SB), $264-56
 	MOVL flagsStart+36(FP), R12
 	MOVL flagsEnd+40(FP), R13
 	MOVQ out+48(FP), DI
-	MOVL R13, 256(SP)
+	MOVL R13, 320(SP)
 
 	// The chaining values start as the key.
 	VPBROADCASTD (R9), Y0
-	VMOVDQU32    Y0, (SP)
+	VMOVDQU32    Y0, (R15)
 	VPBROADCASTD 4(R9), Y1
-	VMOVDQU32    Y1, 32(SP)
+	VMOVDQU32    Y1, 32(R15)
 	VPBROADCASTD 8(R9), Y2
-	VMOVDQU32    Y2, 64(SP)
+	VMOVDQU32    Y2, 64(R15)
 	VPBROADCASTD 12(R9), Y3
-	VMOVDQU32    Y3, 96(SP)
+	VMOVDQU32    Y3, 96(R15)
 	VPBROADCASTD 16(R9), Y4
-	VMOVDQU32    Y4, 128(SP)
+	VMOVDQU32    Y4, 128(R15)
 	VPBROADCASTD 20(R9), Y5
-	VMOVDQU32    Y5, 160(SP)
+	VMOVDQU32    Y5, 160(R15)
 	VPBROADCASTD 24(R9), Y6
-	VMOVDQU32    Y6, 192(SP)
+	VMOVDQU32    Y6, 192(R15)
 	VPBROADCASTD 28(R9), Y7
-	VMOVDQU32    Y7, 224(SP)
+	VMOVDQU32    Y7, 224(R15)
 	XORQ         DX, DX
 	XORQ         BX, BX
 
@@ -6194,14 +6204,14 @@ notfirst:
 	VPORD        Y12, Y15, K2, Y15
 
 	// Initialise the state.
-	VMOVDQU32    (SP), Y0
-	VMOVDQU32    32(SP), Y1
-	VMOVDQU32    64(SP), Y2
-	VMOVDQU32    96(SP), Y3
-	VMOVDQU32    128(SP), Y4
-	VMOVDQU32    160(SP), Y5
-	VMOVDQU32    192(SP), Y6
-	VMOVDQU32    224(SP), Y7
+	VMOVDQU32    (R15), Y0
+	VMOVDQU32    32(R15), Y1
+	VMOVDQU32    64(R15), Y2
+	VMOVDQU32    96(R15), Y3
+	VMOVDQU32    128(R15), Y4
+	VMOVDQU32    160(R15), Y5
+	VMOVDQU32    192(R15), Y6
+	VMOVDQU32    224(R15), Y7
 	VPBROADCASTD blake3IV<>+0(SB), Y8
 	VPBROADCASTD blake3IV<>+4(SB), Y9
 	VPBROADCASTD blake3IV<>+8(SB), Y10
@@ -7016,28 +7026,28 @@ notfirst:
 	VPXORD    Y13, Y5, Y5
 	VPXORD    Y14, Y6, Y6
 	VPXORD    Y15, Y7, Y7
-	VMOVDQU32 Y0, K1, (SP)
-	VMOVDQU32 Y1, K1, 32(SP)
-	VMOVDQU32 Y2, K1, 64(SP)
-	VMOVDQU32 Y3, K1, 96(SP)
-	VMOVDQU32 Y4, K1, 128(SP)
-	VMOVDQU32 Y5, K1, 160(SP)
-	VMOVDQU32 Y6, K1, 192(SP)
-	VMOVDQU32 Y7, K1, 224(SP)
+	VMOVDQU32 Y0, K1, (R15)
+	VMOVDQU32 Y1, K1, 32(R15)
+	VMOVDQU32 Y2, K1, 64(R15)
+	VMOVDQU32 Y3, K1, 96(R15)
+	VMOVDQU32 Y4, K1, 128(R15)
+	VMOVDQU32 Y5, K1, 160(R15)
+	VMOVDQU32 Y6, K1, 192(R15)
+	VMOVDQU32 Y7, K1, 224(R15)
 	ADDQ      $0x40, DX
 	INCQ      BX
 	CMPQ      BX, R8
 	JB        loop
 
 	// Transpose the chaining values into one row per lane.
-	VMOVDQU32   (SP), Y0
-	VMOVDQU32   32(SP), Y1
-	VMOVDQU32   64(SP), Y2
-	VMOVDQU32   96(SP), Y3
-	VMOVDQU32   128(SP), Y4
-	VMOVDQU32   160(SP), Y5
-	VMOVDQU32   192(SP), Y6
-	VMOVDQU32   224(SP), Y7
+	VMOVDQU32   (R15), Y0
+	VMOVDQU32   32(R15), Y1
+	VMOVDQU32   64(R15), Y2
+	VMOVDQU32   96(R15), Y3
+	VMOVDQU32   128(R15), Y4
+	VMOVDQU32   160(R15), Y5
+	VMOVDQU32   192(R15), Y6
+	VMOVDQU32   224(R15), Y7
 	VPUNPCKLDQ  Y1, Y0, Y8
 	VPUNPCKHDQ  Y1, Y0, Y9
 	VPUNPCKLDQ  Y3, Y2, Y10
@@ -7075,7 +7085,9 @@ notfirst:
 
 // func hash16AVX512(inputs *[16]*byte, blocks int, key *[8]uint32, lp *[64]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[512]byte)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
-TEXT ·hash16AVX512(SB), $520-56
+TEXT ·hash16AVX512(SB), $584-56
+	LEAQ 63(SP), R15
+	ANDQ $-64, R15
 	MOVQ inputs+0(FP), SI
 	MOVQ blocks+8(FP), R8
 	MOVQ key+16(FP), R9
@@ -7084,25 +7096,25 @@ TEXT ·hash16AVX512(SB), $520-56
 	MOVL flagsStart+36(FP), R12
 	MOVL flagsEnd+40(FP), R13
 	MOVQ out+48(FP), DI
-	MOVL R13, 512(SP)
+	MOVL R13, 576(SP)
 
 	// The chaining values start as the key.
 	VPBROADCASTD (R9), Z0
-	VMOVDQU32    Z0, (SP)
+	VMOVDQU32    Z0, (R15)
 	VPBROADCASTD 4(R9), Z1
-	VMOVDQU32    Z1, 64(SP)
+	VMOVDQU32    Z1, 64(R15)
 	VPBROADCASTD 8(R9), Z2
-	VMOVDQU32    Z2, 128(SP)
+	VMOVDQU32    Z2, 128(R15)
 	VPBROADCASTD 12(R9), Z3
-	VMOVDQU32    Z3, 192(SP)
+	VMOVDQU32    Z3, 192(R15)
 	VPBROADCASTD 16(R9), Z4
-	VMOVDQU32    Z4, 256(SP)
+	VMOVDQU32    Z4, 256(R15)
 	VPBROADCASTD 20(R9), Z5
-	VMOVDQU32    Z5, 320(SP)
+	VMOVDQU32    Z5, 320(R15)
 	VPBROADCASTD 24(R9), Z6
-	VMOVDQU32    Z6, 384(SP)
+	VMOVDQU32    Z6, 384(R15)
 	VPBROADCASTD 28(R9), Z7
-	VMOVDQU32    Z7, 448(SP)
+	VMOVDQU32    Z7, 448(R15)
 	XORQ         DX, DX
 	XORQ         BX, BX
 
@@ -7239,14 +7251,14 @@ notfirst:
 	VPORD        Z12, Z15, K2, Z15
 
 	// Initialise the state.
-	VMOVDQU32    (SP), Z0
-	VMOVDQU32    64(SP), Z1
-	VMOVDQU32    128(SP), Z2
-	VMOVDQU32    192(SP), Z3
-	VMOVDQU32    256(SP), Z4
-	VMOVDQU32    320(SP), Z5
-	VMOVDQU32    384(SP), Z6
-	VMOVDQU32    448(SP), Z7
+	VMOVDQU32    (R15), Z0
+	VMOVDQU32    64(R15), Z1
+	VMOVDQU32    128(R15), Z2
+	VMOVDQU32    192(R15), Z3
+	VMOVDQU32    256(R15), Z4
+	VMOVDQU32    320(R15), Z5
+	VMOVDQU32    384(R15), Z6
+	VMOVDQU32    448(R15), Z7
 	VPBROADCASTD blake3IV<>+0(SB), Z8
 	VPBROADCASTD blake3IV<>+4(SB), Z9
 	VPBROADCASTD blake3IV<>+8(SB), Z10
@@ -8061,28 +8073,28 @@ notfirst:
 	VPXORD    Z13, Z5, Z5
 	VPXORD    Z14, Z6, Z6
 	VPXORD    Z15, Z7, Z7
-	VMOVDQU32 Z0, K1, (SP)
-	VMOVDQU32 Z1, K1, 64(SP)
-	VMOVDQU32 Z2, K1, 128(SP)
-	VMOVDQU32 Z3, K1, 192(SP)
-	VMOVDQU32 Z4, K1, 256(SP)
-	VMOVDQU32 Z5, K1, 320(SP)
-	VMOVDQU32 Z6, K1, 384(SP)
-	VMOVDQU32 Z7, K1, 448(SP)
+	VMOVDQU32 Z0, K1, (R15)
+	VMOVDQU32 Z1, K1, 64(R15)
+	VMOVDQU32 Z2, K1, 128(R15)
+	VMOVDQU32 Z3, K1, 192(R15)
+	VMOVDQU32 Z4, K1, 256(R15)
+	VMOVDQU32 Z5, K1, 320(R15)
+	VMOVDQU32 Z6, K1, 384(R15)
+	VMOVDQU32 Z7, K1, 448(R15)
 	ADDQ      $0x40, DX
 	INCQ      BX
 	CMPQ      BX, R8
 	JB        loop
 
 	// Transpose the chaining values into one row per lane.
-	VMOVDQU32   (SP), Z16
-	VMOVDQU32   64(SP), Z17
-	VMOVDQU32   128(SP), Z18
-	VMOVDQU32   192(SP), Z19
-	VMOVDQU32   256(SP), Z20
-	VMOVDQU32   320(SP), Z21
-	VMOVDQU32   384(SP), Z22
-	VMOVDQU32   448(SP), Z23
+	VMOVDQU32   (R15), Z16
+	VMOVDQU32   64(R15), Z17
+	VMOVDQU32   128(R15), Z18
+	VMOVDQU32   192(R15), Z19
+	VMOVDQU32   256(R15), Z20
+	VMOVDQU32   320(R15), Z21
+	VMOVDQU32   384(R15), Z22
+	VMOVDQU32   448(R15), Z23
 	VPUNPCKLDQ  Z17, Z16, Z0
 	VPUNPCKHDQ  Z17, Z16, Z1
 	VPUNPCKLDQ  Z19, Z18, Z2

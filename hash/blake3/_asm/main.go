@@ -280,14 +280,14 @@ func avx512RowISA(ptr reg.Register, chain bool) rowISA {
 	add := func(src, dst Op) { VPADDD(src, dst, dst) }
 	pshufd := func(imm int, r reg.VecPhysical) { VPSHUFD(U8(imm), r, r) }
 	if chain {
-		sched := AllocLocal(7 * 64)
+		sched := alignedLocal(7*64, reg.R13)
 		VMOVDQU32(Mem{Base: ptr}, reg.Z16)
 		for r := 0; r < 7; r++ {
 			VMOVDQU32(idx16Mem.Offset(64*r), reg.Z23)
 			VPERMD(reg.Z16, reg.Z23, reg.Z23)
 			VMOVDQU32(reg.Z23, sched.Offset(64*r))
 		}
-		tmp := []reg.GPPhysical{reg.R12, reg.R13}
+		tmp := []reg.GPPhysical{reg.R12}
 		return rowISA{
 			ternlog: true,
 			add:     add,
@@ -325,6 +325,18 @@ func avx512RowISA(ptr reg.Register, chain bool) rowISA {
 			return out[0].AsX(), out[1].AsX()
 		},
 	}
+}
+
+// alignedLocal allocates size bytes of stack, 64-byte aligned, and sets
+// base to their address. Go aligns the stack pointer to 8 bytes only, and
+// a vector store or load that crosses a cache line costs extra (and a load
+// may not be forwarded from it): that made the kernels' speed depend on
+// how deep in the stack they were called.
+func alignedLocal(size int, base reg.GPPhysical) Mem {
+	m := AllocLocal(size + 64)
+	LEAQ(m.Offset(63), base)
+	ANDQ(I32(-64), base)
+	return Mem{Base: base}
 }
 
 // rowXor sets dst ^= src, in the VEX or the SSE encoding.
@@ -646,12 +658,17 @@ func manyKernel(name string, kind manyKind) {
 	Doc(fmt.Sprintf("%s hashes %d inputs of up to blocks blocks each (see manyKernel", name, lanes),
 		"in the generator), writing the chaining values to out.")
 
-	cvMem := AllocLocal(8 * vsize)
+	vecBytes := 8 * vsize
+	if kind == kindAVX2 {
+		vecBytes += 18 * vsize
+	}
+	vecMem := alignedLocal(vecBytes, reg.R15)
+	cvMem := vecMem
 	var msgMem, flagMem, spillMem, gtMem, bMem, endMem Mem
 	if kind == kindAVX2 {
-		msgMem = AllocLocal(16 * vsize)
-		spillMem = AllocLocal(vsize)
-		gtMem = AllocLocal(vsize)
+		msgMem = vecMem.Offset(8 * vsize)
+		spillMem = vecMem.Offset(24 * vsize)
+		gtMem = vecMem.Offset(25 * vsize)
 		flagMem = AllocLocal(4)
 		bMem = AllocLocal(4)
 	}
@@ -889,7 +906,7 @@ func chain2Kernel() {
 	MOVL(Mem{Base: lp, Disp: 20}, n1.As32())
 	CMPQ(n1, U8(1))
 	CMOVQEQ(last1.Addr, p1)
-	sched := AllocLocal(7 * 128)
+	sched := alignedLocal(7*128, reg.R11)
 
 	rowA, rowB, rowC, rowD = reg.Y0, reg.Y1, reg.Y2, reg.Y3
 	rowBSpare, rowT1, rowT2 = reg.Y22, reg.Y20, reg.Y21
@@ -918,7 +935,7 @@ func chain2Kernel() {
 	// lenFlags sets dst to chain i's (block length, flags) for this block,
 	// n being its blocks left.
 	lenFlags := func(i int, n reg.GPPhysical, dst reg.GPPhysical) {
-		flags, start, end, length := reg.R14L, reg.R15L, reg.R9L, reg.R11L
+		flags, start, end, length := reg.R14L, reg.R15L, reg.R9L, reg.EBX
 		word := func(j int) Mem { return Mem{Base: lp, Disp: 4 * (j + i)} }
 		MOVL(word(8), flags)
 		MOVL(word(10), start)
