@@ -628,7 +628,7 @@ func (t *tracker) frame(h []byte, outbound bool) {
 		return
 	}
 	flags := binary.BigEndian.Uint16(h[2:4])
-	if outbound && flags&(flagSYN|flagFIN|flagRST) == 0 || !outbound && flags&(flagACK|flagFIN|flagRST) == 0 {
+	if flags&(flagSYN|flagACK|flagFIN|flagRST) == 0 {
 		return
 	}
 	id := binary.BigEndian.Uint32(h[4:8])
@@ -654,6 +654,13 @@ func (t *tracker) frame(h []byte, outbound bool) {
 	if !outbound && flags&flagACK != 0 && st&stUnacked != 0 {
 		st &^= stUnacked
 		t.unacked--
+	}
+	if outbound && flags&flagACK != 0 && st&stUnaccepted != 0 {
+		// yamux acknowledges a stream as it hands it to AcceptStream. The peer may
+		// open another as soon as it sees the ACK, so the stream leaves the backlog
+		// now, not when AcceptStream returns.
+		st &^= stUnaccepted
+		t.unaccepted--
 	}
 	if flags&flagFIN != 0 {
 		if outbound {

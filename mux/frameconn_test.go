@@ -494,3 +494,26 @@ func TestEarlyFlush(t *testing.T) {
 	fc.Close()
 	fc.wait()
 }
+
+// TestBacklogFreedByACK: the ACK yamux sends as it hands a stream to AcceptStream frees its
+// place in the backlog at once; the peer, which may open another stream as soon as it sees
+// the ACK, must not be refused because AcceptStream has not returned yet.
+func TestBacklogFreedByACK(t *testing.T) {
+	tr := newTracker(100, 2)
+	for _, id := range []uint32{2, 4} {
+		if admit, fresh := tr.admitInbound(id); !admit || !fresh {
+			t.Fatalf("SYN %d refused under the backlog", id)
+		}
+	}
+	if admit, _ := tr.admitInbound(6); admit {
+		t.Fatal("SYN beyond the backlog admitted")
+	}
+	tr.frame(hdr(typeWindowUpdate, flagACK, 2, 0), true) // yamux accepts stream 2
+	if admit, _ := tr.admitInbound(8); !admit {
+		t.Fatal("SYN refused after an ACK freed a place in the backlog")
+	}
+	tr.accepted(2) // AcceptStream returns: nothing more to free
+	if admit, _ := tr.admitInbound(10); admit {
+		t.Fatal("accepted() freed the place a second time")
+	}
+}
