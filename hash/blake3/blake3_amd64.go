@@ -134,7 +134,9 @@ const smallTreeTail = 11
 // general path; it reports false, doing nothing, for any other input or
 // below AVX-512. The shapes:
 //   - two chunks, the second possibly partial: one chain2 call;
-//   - 2^k full chunks (k = 1 or k >= 3) and a partial one (of at most
+//   - 16 full chunks and a partial one: one 16-way pass that runs the
+//     partial chunk as its interleaved chain, then the parent levels;
+//   - 2^k full chunks (k = 1 or k >= 5) and a partial one (of at most
 //     smallTreeTail blocks for k = 1): the full chunks' subtree down to its
 //     root's two children, then one chain2 call running the partial chunk
 //     next to that root, where the general path would hash the partial
@@ -151,7 +153,20 @@ func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags u
 	tail := input[full*chunkLen:]
 	switch {
 	case full == 2 && len(tail) <= smallTreeTail*BlockSize:
-	case full >= 8 && full&(full-1) == 0:
+	case full == 16:
+		// One 16-way pass with the tail as its interleaved chain (the
+		// general path splits the tail off as a subtree of its own), then
+		// the parent levels; 8 full chunks take that path by themselves.
+		var cvs [17 * outLen]byte
+		hashChunks(input[:full*chunkLen], tail, key, 0, flags, cvs[:])
+		var tmp [16 * outLen]byte
+		for n := 17; n > 2; {
+			n = compressParentsParallel(cvs[:n*outLen], key, flags, tmp[:])
+			copy(cvs[:], tmp[:n*outLen])
+		}
+		*pair = [2 * outLen]byte(cvs[:2*outLen])
+		return true
+	case full >= 32 && full&(full-1) == 0:
 	default:
 		return false
 	}
@@ -273,6 +288,32 @@ func hashMany(input []byte, n, stride int, tail []byte, padded *[chunkLen]byte, 
 	longTail := tailBlocks*8 >= uint32(blocks)*5
 	for n > 0 || hasTail {
 		switch {
+		case impl >= implAVX512 && hasTail && (n == 8 || n == 16):
+			// A full group and the tail: the tail runs as a chain inside
+			// the group's pass, where the kernel has no lane for it.
+			var tcv [8]uint32
+			tlp := [4]uint32{uint32(counter + uint64(n)*inc), uint32((counter + uint64(n)*inc) >> 32), tailBlocks, tailLast}
+			if n == 16 {
+				var ptrs [16]*byte
+				var lp [64]uint32
+				for i := range ptrs {
+					var c uint64
+					ptrs[i], c, lp[32+i], lp[48+i] = lane(i, 16)
+					lp[i], lp[16+i] = uint32(c), uint32(c>>32)
+				}
+				hash16TailAVX512(&ptrs, blocks, key, &lp, flags, flagsStart, flagsEnd, (*[512]byte)(out), &padded[0], &tlp, &tcv)
+			} else {
+				var ptrs [8]*byte
+				var lp [32]uint32
+				for i := range ptrs {
+					var c uint64
+					ptrs[i], c, lp[16+i], lp[24+i] = lane(i, 8)
+					lp[i], lp[8+i] = uint32(c), uint32(c>>32)
+				}
+				hash8TailAVX512(&ptrs, blocks, key, &lp, flags, flagsStart, flagsEnd, (*[256]byte)(out), &padded[0], &tlp, &tcv)
+			}
+			putCV(out[n*outLen:], &tcv)
+			n, hasTail = 0, false
 		case n > 8 && impl >= implAVX512:
 			k := min(n, 16)
 			withTail := hasTail && k < 16

@@ -68,3 +68,17 @@ func hash8AVX512(inputs *[8]*byte, blocks int, key *[8]uint32, lp *[32]uint32, f
 //
 //go:noescape
 func hash16AVX512(inputs *[16]*byte, blocks int, key *[8]uint32, lp *[64]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[512]byte)
+
+// hash8TailAVX512 hashes 8 inputs of up to blocks blocks each and a tail chunk
+// (see manyKernel in the generator), writing the chaining values to out
+// and tout.
+//
+//go:noescape
+func hash8TailAVX512(inputs *[8]*byte, blocks int, key *[8]uint32, lp *[32]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[256]byte, tail *byte, tlp *[4]uint32, tout *[8]uint32)
+
+// hash16TailAVX512 hashes 16 inputs of up to blocks blocks each and a tail chunk
+// (see manyKernel in the generator), writing the chaining values to out
+// and tout.
+//
+//go:noescape
+func hash16TailAVX512(inputs *[16]*byte, blocks int, key *[8]uint32, lp *[64]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[512]byte, tail *byte, tlp *[4]uint32, tout *[8]uint32)

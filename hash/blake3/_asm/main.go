@@ -191,6 +191,16 @@ func rowRounds(isa rowISA, next reg.Register) {
 	b := rowB
 	for r := 0; r < 7; r++ {
 		Commentf("round %d", r+1)
+		rowRound(isa, r, next)
+	}
+	if rowB != b {
+		panic("row b must end in the register it started in")
+	}
+}
+
+// rowRound emits round r of the row kernels (then isa.endRound).
+func rowRound(isa rowISA, r int, next reg.Register) {
+	{
 		mx, my := isa.msg(r, 0)
 		halfG(isa, mx, 16, 12, 8)
 		halfG(isa, my, 8, 7, 16)
@@ -210,9 +220,6 @@ func rowRounds(isa rowISA, next reg.Register) {
 		if isa.endRound != nil {
 			isa.endRound(r, next)
 		}
-	}
-	if rowB != b {
-		panic("row b must end in the register it started in")
 	}
 }
 
@@ -646,23 +653,57 @@ const (
 // A lane's last block gets flagsEnd and its length; lanes with fewer blocks
 // than `blocks` (a partial last chunk, zero-padded to whole blocks) keep
 // their chaining value once done. out receives the chaining values.
-func manyKernel(name string, kind manyKind) {
+//
+// With tail set (AVX-512 kinds only), the kernel also hashes one more
+// chunk, the tail (tlp: its counter's two words, its number of blocks, at
+// most blocks, and its last block's length; zero-padded to whole blocks),
+// as a row-form chain interleaved round by round with the lanes, and
+// writes its chaining value to tout. The lanes' pass is bound by
+// throughput and the chain by latency, so the chain costs only its
+// operations: an input of 8 or 16 chunks and a partial one is hashed in
+// one pass, where the partial chunk would otherwise run alone as a chain.
+// Message words 11-15 then live on the stack, freeing the registers the
+// chain uses (X27-X31).
+func manyKernel(name string, kind manyKind, tail bool) {
 	lanes := 8
 	regs := yregs
 	vsize := 32
 	if kind == kindAVX512x16 {
 		lanes, regs, vsize = 16, zregs, 64
 	}
-	TEXT(name, 0, fmt.Sprintf("func(inputs *[%d]*byte, blocks int, key *[8]uint32, lp *[%d]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[%d]byte)", lanes, 4*lanes, 32*lanes))
+	sig := fmt.Sprintf("func(inputs *[%d]*byte, blocks int, key *[8]uint32, lp *[%d]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[%d]byte", lanes, 4*lanes, 32*lanes)
+	if tail {
+		sig += ", tail *byte, tlp *[4]uint32, tout *[8]uint32"
+	}
+	TEXT(name, 0, sig+")")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s hashes %d inputs of up to blocks blocks each (see manyKernel", name, lanes),
-		"in the generator), writing the chaining values to out.")
+	if tail {
+		Doc(fmt.Sprintf("%s hashes %d inputs of up to blocks blocks each and a tail chunk", name, lanes),
+			"(see manyKernel in the generator), writing the chaining values to out",
+			"and tout.")
+	} else {
+		Doc(fmt.Sprintf("%s hashes %d inputs of up to blocks blocks each (see manyKernel", name, lanes),
+			"in the generator), writing the chaining values to out.")
+	}
 
 	vecBytes := 8 * vsize
 	if kind == kindAVX2 {
 		vecBytes += 18 * vsize
 	}
+	if tail {
+		vecBytes += 5*vsize + 7*64 + 32
+	}
 	vecMem := alignedLocal(vecBytes, reg.R15)
+	// The tail chain's state: spilled message words 11-15, its message
+	// schedule (as in the chain kernels), its chaining value, and its
+	// counter, number of blocks, last length and pointer.
+	spill := vecMem.Offset(8 * vsize)
+	tsched := vecMem.Offset(13 * vsize)
+	tcv := vecMem.Offset(13*vsize + 7*64)
+	var tctrMem, tnMem, tlenMem, tptrMem Mem
+	if tail {
+		tctrMem, tnMem, tlenMem, tptrMem = AllocLocal(8), AllocLocal(8), AllocLocal(8), AllocLocal(8)
+	}
 	cvMem := vecMem
 	var msgMem, flagMem, spillMem, gtMem, bMem, endMem Mem
 	if kind == kindAVX2 {
@@ -684,6 +725,29 @@ func manyKernel(name string, kind manyKind) {
 	Load(Param("flagsEnd"), reg.R13L)
 	Load(Param("out"), out)
 	MOVL(reg.R13L, endMem)
+	if tail {
+		Comment("The tail chain: parameters, first block's schedule, chaining value.")
+		Load(Param("tail"), reg.RAX)
+		MOVQ(reg.RAX, tptrMem)
+		Load(Param("tlp"), reg.R14)
+		MOVQ(Mem{Base: reg.R14}, reg.RAX)
+		MOVQ(reg.RAX, tctrMem)
+		MOVL(Mem{Base: reg.R14, Disp: 8}, reg.EAX)
+		MOVQ(reg.RAX, tnMem)
+		MOVL(Mem{Base: reg.R14, Disp: 12}, reg.EAX)
+		MOVQ(reg.RAX, tlenMem)
+		MOVQ(tptrMem, reg.RAX)
+		VMOVDQU32(Mem{Base: reg.RAX}, reg.Z16)
+		for r := 0; r < 7; r++ {
+			VMOVDQU32(idx16Mem.Offset(64*r), reg.Z23)
+			VPERMD(reg.Z16, reg.Z23, reg.Z23)
+			VMOVDQU32(reg.Z23, tsched.Offset(64*r))
+		}
+		VMOVDQU(Mem{Base: key}, reg.X0)
+		VMOVDQU(reg.X0, tcv)
+		VMOVDQU(Mem{Base: key, Disp: 16}, reg.X0)
+		VMOVDQU(reg.X0, tcv.Offset(16))
+	}
 
 	mov := func(src, dst Op) {
 		if kind == kindAVX2 {
@@ -765,6 +829,17 @@ func manyKernel(name string, kind manyKind) {
 		}
 		transpose16(rows, zregs[0:16])
 		msg = func(j int) Op { return rows[j] }
+		if tail {
+			for j := 11; j < 16; j++ {
+				VMOVDQU32(rows[j], spill.Offset((j-11)*vsize))
+			}
+			msg = func(j int) Op {
+				if j >= 11 {
+					return spill.Offset((j - 11) * vsize)
+				}
+				return rows[j]
+			}
+		}
 	default:
 		for h := 0; h < 2; h++ {
 			rows := yregs[0:8]
@@ -788,6 +863,17 @@ func manyKernel(name string, kind manyKind) {
 			msg = func(j int) Op { return msgMem.Offset(j * vsize) }
 		} else {
 			msg = func(j int) Op { return yregs[16+j] }
+		}
+		if tail {
+			for j := 11; j < 16; j++ {
+				VMOVDQU32(yregs[16+j], spill.Offset((j-11)*vsize))
+			}
+			msg = func(j int) Op {
+				if j >= 11 {
+					return spill.Offset((j - 11) * vsize)
+				}
+				return yregs[16+j]
+			}
 		}
 	}
 
@@ -827,9 +913,68 @@ func manyKernel(name string, kind manyKind) {
 	mov(Mem{Base: ctr}, v[12])
 	mov(Mem{Base: ctr, Disp: 4 * lanes}, v[13])
 
+	var tisa rowISA
+	if tail {
+		// The chain's rows; its latency has slack, so it takes the
+		// XOR-then-rotate form, the fewest operations.
+		rowA, rowB, rowC, rowD = reg.X28, reg.X29, reg.X30, reg.X31
+		defer func() { rowA, rowB, rowC, rowD = reg.X0, reg.X1, reg.X2, reg.X3 }()
+		tisa = rowISA{
+			add: func(src, dst Op) { VPADDD(src, dst, dst) },
+			xorRor: func(r, src reg.VecPhysical, n int) {
+				VPXORD(src, r, r)
+				VPRORD(U8(n), r, r)
+			},
+			pshufd: func(imm int, r reg.VecPhysical) { VPSHUFD(U8(imm), r, r) },
+			msg: func(r, step int) (Op, Op) {
+				return tsched.Offset(64*r + 32*step), tsched.Offset(64*r + 32*step + 16)
+			},
+			endRound: func(r int, next reg.Register) {
+				for k := 0; k < 16; k++ {
+					MOVL(Mem{Base: next, Disp: 4 * schedule[r][rowLayout[k]]}, reg.EAX)
+					MOVL(reg.EAX, tsched.Offset(64*r+4*k))
+				}
+			},
+		}
+		Comment("The tail chain's block, if it has one left: rows, and R14 pointing",
+			"at its next block (this one for its last).")
+		CMPQ(b, tnMem)
+		JAE(LabelRef("tailinit"))
+		VMOVDQU32(tcv, rowA)
+		VMOVDQU32(tcv.Offset(16), rowB)
+		VMOVDQU32(ivMem, rowC)
+		MOVL(f, reg.R14L)
+		MOVQ(tnMem, reg.RAX)
+		DECQ(reg.RAX)
+		CMPQ(b, reg.RAX)
+		MOVL(U32(64), reg.EAX)
+		CMOVLEQ(tlenMem, reg.EAX)
+		JNE(LabelRef("tailnotlast"))
+		ORL(reg.R13L, reg.R14L)
+		Label("tailnotlast")
+		SHLQ(U8(32), reg.R14)
+		ORQ(reg.RAX, reg.R14)
+		VMOVQ(tctrMem, rowD)
+		VMOVQ(reg.R14, reg.X27)
+		VPUNPCKLQDQ(reg.X27, rowD, rowD)
+		LEAQ(Mem{Base: b, Disp: 1}, reg.RAX)
+		CMPQ(reg.RAX, tnMem)
+		CMOVQCC(b, reg.RAX)
+		SHLQ(U8(6), reg.RAX)
+		MOVQ(tptrMem, reg.R14)
+		ADDQ(reg.RAX, reg.R14)
+		Label("tailinit")
+	}
 	for r := 0; r < 7; r++ {
 		Commentf("round %d", r+1)
 		round(isa, v, r, msg)
+		if tail {
+			Commentf("tail chain, round %d", r+1)
+			CMPQ(b, tnMem)
+			JAE(LabelRef(fmt.Sprintf("tailround%d", r)))
+			rowRound(tisa, r, reg.R14)
+			Label(fmt.Sprintf("tailround%d", r))
+		}
 	}
 	Comment("Feed forward; lanes past their last block keep their value.")
 	for w := 0; w < 8; w++ {
@@ -846,10 +991,26 @@ func manyKernel(name string, kind manyKind) {
 			VMOVDQU32(v[w], reg.K1, cvMem.Offset(w*vsize))
 		}
 	}
+	if tail {
+		CMPQ(b, tnMem)
+		JAE(LabelRef("tailff"))
+		VPXORD(rowC, rowA, rowA)
+		VPXORD(rowD, rowB, rowB)
+		VMOVDQU32(rowA, tcv)
+		VMOVDQU32(rowB, tcv.Offset(16))
+		Label("tailff")
+	}
 	ADDQ(U8(64), off)
 	INCQ(b)
 	CMPQ(b, nblocks)
 	JB(LabelRef("loop"))
+	if tail {
+		Load(Param("tout"), reg.RAX)
+		VMOVDQU(tcv, reg.X0)
+		VMOVDQU(reg.X0, Mem{Base: reg.RAX})
+		VMOVDQU(tcv.Offset(16), reg.X0)
+		VMOVDQU(reg.X0, Mem{Base: reg.RAX, Disp: 16})
+	}
 
 	Comment("Transpose the chaining values into one row per lane.")
 	if kind == kindAVX512x16 {
@@ -1014,8 +1175,10 @@ func main() {
 	rowKernels("SSE41", sseISA, false)
 	rowKernels("AVX512", avx512RowISA, true)
 	chain2Kernel()
-	manyKernel("hash8AVX2", kindAVX2)
-	manyKernel("hash8AVX512", kindAVX512VL8)
-	manyKernel("hash16AVX512", kindAVX512x16)
+	manyKernel("hash8AVX2", kindAVX2, false)
+	manyKernel("hash8AVX512", kindAVX512VL8, false)
+	manyKernel("hash16AVX512", kindAVX512x16, false)
+	manyKernel("hash8TailAVX512", kindAVX512VL8, true)
+	manyKernel("hash16TailAVX512", kindAVX512x16, true)
 	Generate()
 }
