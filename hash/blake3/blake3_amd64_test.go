@@ -4,6 +4,7 @@ package blake3
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -89,18 +90,22 @@ func TestChain2Flags(t *testing.T) {
 	}
 }
 
-// BenchmarkChain2 times the two-chain kernel per block step (ns/op is per
-// call of 16 steps).
+// BenchmarkChain2 times the two-chain kernel per block step, for chains of
+// 16 blocks (a pair of chunks) and of one (a pair of parents).
 func BenchmarkChain2(b *testing.B) {
 	if !setImpl(implAVX512) {
 		b.Skip("no AVX-512")
 	}
 	defer setImpl(bestImpl())
 	buf := make([]byte, 2*chunkLen)
-	cvs := [16]uint32{}
-	lp := chain2Params(0, 1, 16, 16, 64, 64, 0, 0, flagChunkStart, flagChunkStart, flagChunkEnd, flagChunkEnd)
-	for b.Loop() {
-		chain2AVX512(&cvs, &buf[0], &buf[chunkLen], &buf[2*chunkLen-BlockSize], &lp)
+	for _, n := range []uint32{1, 16} {
+		b.Run(fmt.Sprintf("blocks=%d", n), func(b *testing.B) {
+			cvs := [16]uint32{}
+			lp := chain2Params(0, 1, n, n, 64, 64, 0, 0, flagChunkStart, flagChunkStart, flagChunkEnd, flagChunkEnd)
+			for b.Loop() {
+				chain2AVX512(&cvs, &buf[0], &buf[chunkLen], &buf[chunkLen+int(n-1)*BlockSize], &lp)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*int(n)), "ns/step")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*16), "ns/step")
 }
