@@ -38,13 +38,22 @@ const (
 // Sum256 returns the 32-byte BLAKE3 hash of data.
 func Sum256(data []byte) [32]byte {
 	var full [64]byte
-	if len(data) <= chunkLen {
-		sumChunk(&full, data, &iv, 0)
-	} else {
-		o := hashAll(data, &iv, 0)
-		compressFull(&full, &o.cv, &o.block, 0, o.blockLen, o.flags|flagRoot)
-	}
+	sum(&full, data, &iv, 0)
 	return [32]byte(full[:32])
+}
+
+// sum writes the first 64 bytes of the root output of data to full.
+func sum(full *[64]byte, data []byte, key *[8]uint32, flags uint32) {
+	if len(data) <= chunkLen {
+		sumChunk(full, data, key, flags)
+		return
+	}
+	var pair [2 * outLen]byte
+	if hashSmallTree(&pair, data, key, flags, full) {
+		return
+	}
+	o := hashAll(data, key, flags)
+	compressFull(full, &o.cv, &o.block, 0, o.blockLen, o.flags|flagRoot)
 }
 
 // sumChunk writes the first 64 bytes of the root output of an input of at
@@ -73,12 +82,7 @@ func sumChunk(full *[64]byte, data []byte, key *[8]uint32, flags uint32) {
 // Sum512 returns the first 64 bytes of the BLAKE3 extended output for data.
 func Sum512(data []byte) [64]byte {
 	var full [64]byte
-	if len(data) <= chunkLen {
-		sumChunk(&full, data, &iv, 0)
-	} else {
-		o := hashAll(data, &iv, 0)
-		compressFull(&full, &o.cv, &o.block, 0, o.blockLen, o.flags|flagRoot)
-	}
+	sum(&full, data, &iv, 0)
 	return full
 }
 

@@ -132,7 +132,9 @@ const smallTreeTail = 11
 // hashSmallTree writes the chaining values of the root's two children to
 // pair, for the input shapes that chain2AVX512 makes cheaper than the
 // general path; it reports false, doing nothing, for any other input or
-// below AVX-512. The shapes:
+// below AVX-512. If root is not nil, it writes the first 64 bytes of the
+// root output there instead (pair is then left unset), compressing the
+// root in the last chain2 call where there is one. The shapes:
 //   - two chunks, the second possibly partial: one chain2 call;
 //   - 16 full chunks and a partial one: one 16-way pass that runs the
 //     partial chunk as its interleaved chain, then the parent levels;
@@ -141,12 +143,12 @@ const smallTreeTail = 11
 //     root's two children, then one chain2 call running the partial chunk
 //     next to that root, where the general path would hash the partial
 //     chunk alone and merge it one level further down.
-func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32) bool {
+func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32, root *[64]byte) bool {
 	if impl < implAVX512 || len(input) <= chunkLen {
 		return false
 	}
 	if len(input) <= 2*chunkLen {
-		hashTwoChunks(pair, input, key, flags)
+		hashTwoChunks(pair, input, key, flags, root)
 		return true
 	}
 	full := (len(input) - 1) / chunkLen
@@ -165,30 +167,58 @@ func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags u
 			copy(cvs[:], tmp[:n*outLen])
 		}
 		*pair = [2 * outLen]byte(cvs[:2*outLen])
+		if root != nil {
+			compressFull(root, key, pair, 0, BlockSize, flags|flagParent|flagRoot)
+		}
 		return true
 	case full >= 32 && full&(full-1) == 0:
 	default:
 		return false
 	}
-	left := compressSubtreeToParentNode(input[:full*chunkLen], key, 0, flags)
-	var padded [chunkLen]byte
-	copy(padded[:], tail)
+	var left [2 * outLen]byte
+	if full == 2 {
+		hashTwoChunks(&left, input[:2*chunkLen], key, flags, nil)
+	} else {
+		left = compressSubtreeToParentNode(input[:full*chunkLen], key, 0, flags)
+	}
 	n0 := uint32(len(tail)+BlockSize-1) / BlockSize
 	len0 := uint32(len(tail)) - (n0-1)*BlockSize
+	var block [BlockSize]byte
+	copy(block[:], tail[(n0-1)*BlockSize:])
 	var cvs [16]uint32
 	copy(cvs[:8], key[:])
 	copy(cvs[8:], key[:])
 	lp := chain2Params(uint64(full), 0, n0, 1, len0, BlockSize, flags, flags|flagParent, flagChunkStart, 0, flagChunkEnd, 0)
-	chain2AVX512(&cvs, &padded[0], &left[0], &left[0], &lp)
-	putCV(pair[:outLen], (*[8]uint32)(cvs[8:]))
-	putCV(pair[outLen:], (*[8]uint32)(cvs[:8]))
+	chain2Last(pair, root, &cvs, &tail[0], &block[0], &left[0], &left[0], &lp, flags, true)
 	return true
 }
 
+// chain2Last makes the last chain2 call of a small tree: with root nil it
+// writes the two chaining values to pair (chain 1's first if swap), else
+// the root output of their parent to root.
+func chain2Last(pair *[2 * outLen]byte, root *[64]byte, cvs *[16]uint32, p0, last0, p1, last1 *byte, lp *[14]uint32, flags uint32, swap bool) {
+	if root != nil {
+		s := uint32(0)
+		if swap {
+			s = 1
+		}
+		chain2RootAVX512(cvs, p0, last0, p1, last1, lp, root, flags|flagParent|flagRoot, s)
+		return
+	}
+	chain2AVX512(cvs, p0, last0, p1, last1, lp)
+	first, second := (*[8]uint32)(cvs[:8]), (*[8]uint32)(cvs[8:])
+	if swap {
+		first, second = second, first
+	}
+	putCV(pair[:outLen], first)
+	putCV(pair[outLen:], second)
+}
+
 // hashTwoChunks writes the chaining values of the two chunks of an input
-// of chunkLen+1 to 2*chunkLen bytes to pair, with one chain2AVX512 call and
-// no copy but that of a partial last block.
-func hashTwoChunks(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32) {
+// of chunkLen+1 to 2*chunkLen bytes to pair (or, if root is not nil, the
+// root output to root), with one chain2 call and no copy but that of a
+// partial last block.
+func hashTwoChunks(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32, root *[64]byte) {
 	tail := input[chunkLen:]
 	n1 := (len(tail) + BlockSize - 1) / BlockSize
 	last := tail[(n1-1)*BlockSize:]
@@ -204,9 +234,7 @@ func hashTwoChunks(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags u
 	copy(cvs[8:], key[:])
 	lp := chain2Params(0, 1, chunkLen/BlockSize, uint32(n1), BlockSize, uint32(len(last)),
 		flags, flags, flagChunkStart, flagChunkStart, flagChunkEnd, flagChunkEnd)
-	chain2AVX512(&cvs, &input[0], &tail[0], lastp, &lp)
-	putCV(pair[:outLen], (*[8]uint32)(cvs[:8]))
-	putCV(pair[outLen:], (*[8]uint32)(cvs[8:]))
+	chain2Last(pair, root, &cvs, &input[0], &input[chunkLen-BlockSize], &tail[0], lastp, &lp, flags, false)
 }
 
 func hashChunks(input, tail []byte, key *[8]uint32, counter uint64, flags uint32, out []byte) {
@@ -354,7 +382,7 @@ func hashMany(input []byte, n, stride int, tail []byte, padded *[chunkLen]byte, 
 			}
 			c0, c1 := counter, counter+inc
 			lp := chain2Params(c0, c1, uint32(blocks), n1, BlockSize, len1, flags, flags, flagsStart, flagsStart, flagsEnd, flagsEnd)
-			chain2AVX512(&cvs, &input[0], &p1[0], last1, &lp)
+			chain2AVX512(&cvs, &input[0], &input[(blocks-1)*BlockSize], &p1[0], last1, &lp)
 			putCV(out, (*[8]uint32)(cvs[:8]))
 			putCV(out[outLen:], (*[8]uint32)(cvs[8:]))
 			input, out, counter = input[n*stride:], out[2*outLen:], counter+2*inc

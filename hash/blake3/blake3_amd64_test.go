@@ -35,7 +35,7 @@ func TestChain2(t *testing.T) {
 				for i := (n1 - 1) * BlockSize; i < len(p1); i++ {
 					p1[i] = 0xff // must not be read
 				}
-				chain2AVX512(&cvs, &buf[0], &p1[0], &last[0], &lp)
+				chain2AVX512(&cvs, &buf[0], &buf[(n0-1)*BlockSize], &p1[0], &last[0], &lp)
 
 				want0 := key
 				compressChainGeneric(&want0, buf[:n0*BlockSize], c0, flagKeyedHash, flagChunkStart, flagChunkEnd)
@@ -72,11 +72,15 @@ func TestChain2Flags(t *testing.T) {
 			copy(cvs[:8], key[:])
 			copy(cvs[8:], key[:])
 			lp := chain2Params(5, 0, uint32(n0), 1, len0, BlockSize, flagKeyedHash, flagKeyedHash|flagParent, flagChunkStart, 0, flagChunkEnd, 0)
-			chain2AVX512(&cvs, &p0[0], &parent[0], &parent[0], &lp)
+			// Chain 0's last block from elsewhere too, as hashSmallTree passes it.
+			last0 := [64]byte(p0[(n0-1)*BlockSize:])
+			for i := (n0 - 1) * BlockSize; i < len(p0); i++ {
+				p0[i] = 0xff // must not be read
+			}
+			chain2AVX512(&cvs, &p0[0], &last0[0], &parent[0], &parent[0], &lp)
 
 			var full [64]byte
-			last := [64]byte(p0[(n0-1)*BlockSize:])
-			compressChainOutGeneric(&full, &key, p0[:(n0-1)*BlockSize], &last, 5, len0, flagKeyedHash, flagChunkStart, flagChunkEnd)
+			compressChainOutGeneric(&full, &key, p0[:(n0-1)*BlockSize], &last0, 5, len0, flagKeyedHash, flagChunkStart, flagChunkEnd)
 			want1 := key
 			compressChainGeneric(&want1, parent[:BlockSize], 0, flagKeyedHash|flagParent, 0, 0)
 			var want0 [8]uint32
@@ -103,7 +107,7 @@ func BenchmarkChain2(b *testing.B) {
 			cvs := [16]uint32{}
 			lp := chain2Params(0, 1, n, n, 64, 64, 0, 0, flagChunkStart, flagChunkStart, flagChunkEnd, flagChunkEnd)
 			for b.Loop() {
-				chain2AVX512(&cvs, &buf[0], &buf[chunkLen], &buf[chunkLen+int(n-1)*BlockSize], &lp)
+				chain2AVX512(&cvs, &buf[0], &buf[int(n-1)*BlockSize], &buf[chunkLen], &buf[chunkLen+int(n-1)*BlockSize], &lp)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*int(n)), "ns/step")
 		})

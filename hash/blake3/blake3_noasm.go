@@ -44,7 +44,7 @@ func compressChainOut(out *[64]byte, cv *[8]uint32, p []byte, last *[64]byte, co
 }
 
 // hashSmallTree has no fast path without assembly.
-func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32) bool {
+func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32, root *[64]byte) bool {
 	return false
 }
 

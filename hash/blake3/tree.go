@@ -232,7 +232,7 @@ func hashAll(input []byte, key *[8]uint32, flags uint32) output {
 		return chunkOutput(input, key, 0, flags)
 	}
 	var pair [2 * outLen]byte
-	if !hashSmallTree(&pair, input, key, flags) {
+	if !hashSmallTree(&pair, input, key, flags, nil) {
 		pair = compressSubtreeToParentNode(input, key, 0, flags)
 	}
 	return output{cv: *key, block: pair, blockLen: BlockSize, flags: flags | flagParent}

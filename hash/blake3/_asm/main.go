@@ -1046,16 +1046,36 @@ func manyKernel(name string, kind manyKind, tail bool) {
 // may be shorter than chain 0: its last block may come earlier and be
 // partial (it is zero-padded in memory); its chaining value is stored when
 // it ends, and its lane runs on, unused, while chain 0 finishes.
-func chain2Kernel() {
-	TEXT("chain2AVX512", 0, "func(cvs *[16]uint32, p0 *byte, p1 *byte, last1 *byte, lp *[14]uint32)")
+//
+// With root set it emits chain2RootAVX512, which then also compresses the
+// parent block of the two chaining values, chain 0's first (swap 0) or
+// chain 1's (swap 1), from cvs[0:8]'s initial value with flags rootFlags,
+// and writes its 64-byte output to out: the root of a small tree in the
+// same call.
+func chain2Kernel(root bool) {
+	name, sig := "chain2AVX512", "func(cvs *[16]uint32, p0 *byte, last0 *byte, p1 *byte, last1 *byte, lp *[14]uint32)"
+	if root {
+		name, sig = "chain2RootAVX512", "func(cvs *[16]uint32, p0 *byte, last0 *byte, p1 *byte, last1 *byte, lp *[14]uint32, out *[64]byte, rootFlags uint32, swap uint32)"
+	}
+	TEXT(name, 0, sig)
 	Pragma("noescape")
-	Doc("chain2AVX512 compresses lp[4] blocks at p0 from cvs[0:8] into cvs[0:8] and",
-		"lp[5] (1 <= lp[5] <= lp[4]) from cvs[8:16] into cvs[8:16]: lp[5]-1 at p1, then",
-		"the one at last1. The counters are lp[0:2] and lp[2:4]. Chain i's blocks have",
-		"flags lp[8+i], its first block also lp[10+i], its last block also lp[12+i]",
-		"and lp[6+i] bytes (zero-padded).")
+	doc := []string{name + " compresses lp[4] blocks from cvs[0:8] into cvs[0:8] (lp[4]-1 at",
+		"p0, then the one at last0) and lp[5] (1 <= lp[5] <= lp[4]) from cvs[8:16] into",
+		"cvs[8:16] (lp[5]-1 at p1, then the one at last1). The counters are lp[0:2] and",
+		"lp[2:4]. Chain i's blocks have flags lp[8+i], its first block also lp[10+i],",
+		"its last block also lp[12+i] and lp[6+i] bytes (zero-padded)."}
+	if root {
+		doc = append(doc, "It then compresses the parent block of the two chaining values (chain",
+			"0's first, or chain 1's if swap is 1) from cvs[0:8]'s initial value with",
+			"flags rootFlags, and writes the 64-byte output to out.")
+	}
+	Doc(doc...)
 	cvs, p0, p1, lp := reg.RSI, reg.RDX, reg.RDI, reg.R12
 	n0, n1 := reg.R8, reg.R13
+	last0, err := Param("last0").Resolve()
+	if err != nil {
+		panic(err)
+	}
 	last1, err := Param("last1").Resolve()
 	if err != nil {
 		panic(err)
@@ -1068,6 +1088,8 @@ func chain2Kernel() {
 	MOVL(U32(0xffffffff), first)
 	MOVL(Mem{Base: lp, Disp: 16}, n0.As32())
 	MOVL(Mem{Base: lp, Disp: 20}, n1.As32())
+	CMPQ(n0, U8(1))
+	CMOVQEQ(last0.Addr, p0)
 	CMPQ(n1, U8(1))
 	CMOVQEQ(last1.Addr, p1)
 	sched := alignedLocal(7*128, reg.R11)
@@ -1082,6 +1104,12 @@ func chain2Kernel() {
 	for i, r := range []reg.VecPhysical{rowA, rowB} {
 		VMOVDQU(Mem{Base: cvs, Disp: 16 * i}, r.AsX())
 		VINSERTI128(U8(1), Mem{Base: cvs, Disp: 32 + 16*i}, r, r)
+	}
+	// The root's chaining value (the key), and chain 1's result.
+	rootKey0, rootKey1, cv1a, cv1b := reg.X14, reg.X15, reg.X12, reg.X13
+	if root {
+		VMOVDQU(Mem{Base: cvs}, rootKey0)
+		VMOVDQU(Mem{Base: cvs, Disp: 16}, rootKey1)
 	}
 	VMOVDQU(Mem{Base: lp}, reg.X5) // the two counters
 	Comment("The first blocks' message schedule, two vectors per VPERMI2D, on the",
@@ -1127,6 +1155,8 @@ func chain2Kernel() {
 	VBROADCASTI128(ivMem, rowC)
 	next0, next1 := reg.R14, reg.R15
 	LEAQ(Mem{Base: p0, Disp: 64}, next0)
+	CMPQ(n0, U8(2))
+	CMOVQEQ(last0.Addr, next0)
 	CMPQ(n0, U8(1))
 	CMOVQEQ(p0, next0)
 	LEAQ(Mem{Base: p1, Disp: 64}, next1)
@@ -1160,6 +1190,10 @@ func chain2Kernel() {
 	JNE(LabelRef("more1"))
 	VEXTRACTI128(U8(1), rowA, Mem{Base: cvs, Disp: 32})
 	VEXTRACTI128(U8(1), rowB, Mem{Base: cvs, Disp: 48})
+	if root {
+		VEXTRACTI128(U8(1), rowA, cv1a)
+		VEXTRACTI128(U8(1), rowB, cv1b)
+	}
 	Label("more1")
 	MOVQ(next1, p1)
 	DECQ(n1)
@@ -1168,8 +1202,63 @@ func chain2Kernel() {
 	JNZ(LabelRef("loop"))
 	VMOVDQU(rowA.AsX(), Mem{Base: cvs})
 	VMOVDQU(rowB.AsX(), Mem{Base: cvs, Disp: 16})
+	if root {
+		chain2Root(sched, rootKey0, rootKey1, cv1a, cv1b)
+	}
 	VZEROUPPER()
 	RET()
+}
+
+// chain2Root emits chain2RootAVX512's last compression: the parent block
+// of chain 0's chaining value (X0, X1) and chain 1's (cv1a, cv1b), from
+// the key in key0 and key1, in the row form of the chain kernel with its
+// schedule made by VPERMD on the stack.
+func chain2Root(sched Mem, key0, key1, cv1a, cv1b reg.VecPhysical) {
+	Comment("The root: the parent block of the two chaining values.")
+	rowA, rowB, rowC, rowD = reg.X0, reg.X1, reg.X2, reg.X3
+	rowBSpare, rowT1, rowT2 = reg.X22, reg.X20, reg.X21
+	VINSERTI128(U8(1), reg.X1, reg.Y0, reg.Y4)
+	VINSERTI128(U8(1), cv1b, cv1a.AsY(), reg.Y5)
+	Load(Param("swap"), reg.EAX)
+	TESTL(reg.EAX, reg.EAX)
+	JNZ(LabelRef("swapped"))
+	VINSERTI64X4(U8(1), reg.Y5, reg.Z4, reg.Z16)
+	JMP(LabelRef("block"))
+	Label("swapped")
+	VINSERTI64X4(U8(1), reg.Y4, reg.Z5, reg.Z16)
+	Label("block")
+	for r := 0; r < 7; r++ {
+		VMOVDQU32(idx16Mem.Offset(64*r), reg.Z23)
+		VPERMD(reg.Z16, reg.Z23, reg.Z23)
+		VMOVDQU32(reg.Z23, sched.Offset(64*r))
+	}
+	VMOVDQA64(key0, rowA)
+	VMOVDQA64(key1, rowB)
+	VMOVDQU(ivMem, rowC)
+	Load(Param("rootFlags"), reg.ECX)
+	SHLQ(U8(32), reg.RCX)
+	ORQ(U8(64), reg.RCX)
+	VMOVQ(reg.RCX, reg.X4)
+	VPSLLDQ(U8(8), reg.X4, rowD) // (0, 0, 64, rootFlags)
+	VPRORD(U8(16), rowD, rowD)
+	rowRounds(rowISA{
+		ternlog: true,
+		add:     func(src, dst Op) { VPADDD(src, dst, dst) },
+		pshufd:  func(imm int, r reg.VecPhysical) { VPSHUFD(U8(imm), r, r) },
+		msg: func(r, step int) (Op, Op) {
+			return sched.Offset(64*r + 32*step), sched.Offset(64*r + 32*step + 16)
+		},
+	}, nil)
+	out := reg.RDI
+	Load(Param("out"), out)
+	VPXOR(rowC, rowA, rowA)
+	VPXOR(rowD, rowB, rowB)
+	VPXOR(key0, rowC, rowC)
+	VPXOR(key1, rowD, rowD)
+	VMOVDQU(rowA, Mem{Base: out})
+	VMOVDQU(rowB, Mem{Base: out, Disp: 16})
+	VMOVDQU(rowC, Mem{Base: out, Disp: 32})
+	VMOVDQU(rowD, Mem{Base: out, Disp: 48})
 }
 
 func main() {
@@ -1177,7 +1266,8 @@ func main() {
 	constants()
 	rowKernels("SSE41", sseISA, false)
 	rowKernels("AVX512", avx512RowISA, true)
-	chain2Kernel()
+	chain2Kernel(false)
+	chain2Kernel(true)
 	manyKernel("hash8AVX2", kindAVX2, false)
 	manyKernel("hash8AVX512", kindAVX512VL8, false)
 	manyKernel("hash16AVX512", kindAVX512x16, false)
