@@ -136,13 +136,14 @@ const smallTreeTail = 11
 // root output there instead (pair is then left unset), compressing the
 // root in the last chain2 call where there is one. The shapes:
 //   - two chunks, the second possibly partial: one chain2 call;
-//   - 16 full chunks and a partial one: one 16-way pass that runs the
-//     partial chunk as its interleaved chain, then the parent levels;
-//   - 2^k full chunks (k = 1 or k >= 5) and a partial one (of at most
-//     smallTreeTail blocks for k = 1): the full chunks' subtree down to its
-//     root's two children, then one chain2 call running the partial chunk
-//     next to that root, where the general path would hash the partial
-//     chunk alone and merge it one level further down.
+//   - 2^k full chunks and a partial one (k = 1 and at most smallTreeTail
+//     blocks; k = 2, 3 or 4 and one block; k >= 5): the full chunks'
+//     subtree down to its root's two children, then one chain2 call running
+//     the partial chunk next to that root, where the general path would
+//     hash the partial chunk alone (or carry it through the kernel pass)
+//     and merge it one level further down;
+//   - 16 full chunks and a longer partial one: one 16-way pass that runs
+//     the partial chunk as its interleaved chain, then the parent levels.
 func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32, root *[64]byte) bool {
 	if impl < implAVX512 || len(input) <= chunkLen {
 		return false
@@ -155,6 +156,10 @@ func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags u
 	tail := input[full*chunkLen:]
 	switch {
 	case full == 2 && len(tail) <= smallTreeTail*BlockSize:
+	case (full == 4 || full == 8 || full == 16) && len(tail) <= BlockSize:
+		// A one-block partial chunk: one chain2 step next to the full
+		// subtree's root (and the root in the same call) costs less than
+		// carrying it through the kernel pass and one more level.
 	case full == 16:
 		// One 16-way pass with the tail as its interleaved chain (the
 		// general path splits the tail off as a subtree of its own), then
