@@ -117,7 +117,7 @@ func BenchmarkChain(b *testing.B) {
 // the tree changes shape, for checking that throughput does not dip.
 func BenchmarkSweep(b *testing.B) {
 	buf := make([]byte, 64<<10)
-	for _, n := range []int{1024, 1025, 1088, 1089, 2048, 2049, 2560, 2561, 2752, 2753, 3072, 4096, 4097, 8192, 8193, 8320, 8321, 8832, 12288, 16384, 16385, 16512, 16513, 17000, 32768, 32769, 65536} {
+	for _, n := range []int{1024, 1025, 1088, 1089, 2048, 2049, 2560, 2561, 2880, 2881, 3072, 4096, 4097, 8192, 8193, 8448, 8449, 8832, 12288, 16384, 16385, 16512, 16513, 17000, 32768, 32769, 65536} {
 		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
 			b.SetBytes(int64(n))
 			for b.Loop() {

@@ -124,10 +124,17 @@ func chain2Params(c0, c1 uint64, n0, n1, len0, len1, flags0, flags1, start0, sta
 
 // smallTreeTail is the longest partial third chunk, in blocks, that
 // hashSmallTree takes after two full ones: each of its blocks adds a step
-// (about 70 ns here) to the two chunks' chain2 pass, and at 11 blocks the
-// total meets that of the 8-way kernel's three-lane pass (measured), so
-// the time has no step there.
-const smallTreeTail = 11
+// (about 60 ns here) to the two chunks' chain2 pass, and at 13-14 blocks
+// the total meets that of the 8-way kernel's three-lane pass (measured),
+// so the time has no step there.
+const smallTreeTail = 13
+
+// shortTail is the longest partial chunk, in blocks, that hashSmallTree
+// runs next to the root of 4, 8 or 16 full chunks: each block is a chain2
+// step there, against a fixed cost of about four steps for carrying it
+// through the kernel pass and one more level (measured: equal at 8192+4
+// blocks).
+const shortTail = 4
 
 // hashSmallTree writes the chaining values of the root's two children to
 // pair, for the input shapes that chain2AVX512 makes cheaper than the
@@ -137,7 +144,7 @@ const smallTreeTail = 11
 // root in the last chain2 call where there is one. The shapes:
 //   - two chunks, the second possibly partial: one chain2 call;
 //   - 2^k full chunks and a partial one (k = 1 and at most smallTreeTail
-//     blocks; k = 2, 3 or 4 and one block; k >= 5): the full chunks'
+//     blocks; k = 2, 3 or 4 and at most shortTail; k >= 5): the full chunks'
 //     subtree down to its root's two children, then one chain2 call running
 //     the partial chunk next to that root, where the general path would
 //     hash the partial chunk alone (or carry it through the kernel pass)
@@ -156,10 +163,7 @@ func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags u
 	tail := input[full*chunkLen:]
 	switch {
 	case full == 2 && len(tail) <= smallTreeTail*BlockSize:
-	case (full == 4 || full == 8 || full == 16) && len(tail) <= BlockSize:
-		// A one-block partial chunk: one chain2 step next to the full
-		// subtree's root (and the root in the same call) costs less than
-		// carrying it through the kernel pass and one more level.
+	case (full == 4 || full == 8 || full == 16) && len(tail) <= shortTail*BlockSize:
 	case full == 16:
 		// One 16-way pass with the tail as its interleaved chain (the
 		// general path splits the tail off as a subtree of its own), then
