@@ -2468,40 +2468,47 @@ TEXT ·compressAVX512(SB), NOSPLIT, $0-40
 // func chainAVX512(cv *[8]uint32, p *byte, n int, counter uint64, flags uint32, flagsStart uint32, flagsEnd uint32)
 // Requires: AVX, AVX512F, AVX512VL, CMOV
 TEXT ·chainAVX512(SB), NOSPLIT, $512-44
-	MOVQ      cv+0(FP), SI
-	MOVQ      p+8(FP), DX
-	MOVQ      n+16(FP), R8
-	MOVQ      counter+24(FP), AX
-	MOVL      flags+32(FP), R9
-	MOVL      flagsStart+36(FP), R10
-	MOVL      flagsEnd+40(FP), R11
-	VMOVDQU   (SI), X0
-	VMOVDQU   16(SI), X1
-	MOVL      $0x00000040, BX
-	LEAQ      63(SP), R13
-	ANDQ      $-64, R13
-	VMOVDQU32 (DX), Z16
-	VMOVDQU32 blake3Idx16<>+0(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, (R13)
-	VMOVDQU32 blake3Idx16<>+64(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 64(R13)
-	VMOVDQU32 blake3Idx16<>+128(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 128(R13)
-	VMOVDQU32 blake3Idx16<>+192(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 192(R13)
-	VMOVDQU32 blake3Idx16<>+256(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 256(R13)
-	VMOVDQU32 blake3Idx16<>+320(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 320(R13)
-	VMOVDQU32 blake3Idx16<>+384(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 384(R13)
+	MOVQ        cv+0(FP), SI
+	MOVQ        p+8(FP), DX
+	MOVQ        n+16(FP), R8
+	MOVQ        counter+24(FP), AX
+	MOVL        flags+32(FP), R9
+	MOVL        flagsStart+36(FP), R10
+	MOVL        flagsEnd+40(FP), R11
+	VMOVDQU     (SI), X0
+	VMOVDQU     16(SI), X1
+	MOVL        $0x00000040, BX
+	LEAQ        63(SP), R13
+	ANDQ        $-64, R13
+	VMOVDQU32   (DX), Z16
+	VMOVDQU32   blake3Idx16<>+0(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, (R13)
+	VMOVDQU32   blake3Idx16<>+64(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 64(R13)
+	VMOVDQU32   blake3Idx16<>+128(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 128(R13)
+	VMOVDQU32   blake3Idx16<>+192(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 192(R13)
+	VMOVDQU32   blake3Idx16<>+256(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 256(R13)
+	VMOVDQU32   blake3Idx16<>+320(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 320(R13)
+	VMOVDQU32   blake3Idx16<>+384(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 384(R13)
+	MOVL        R9, CX
+	SHLQ        $0x20, CX
+	ORQ         BX, CX
+	VMOVQ       AX, X3
+	VMOVQ       CX, X4
+	VPUNPCKLQDQ X4, X3, X3
+	VPRORD      $0x10, X3, X11
 
 loop:
 	MOVL    R9, CX
@@ -2514,7 +2521,13 @@ loop:
 	ORL     R11, CX
 
 notlast:
-	VMOVDQU     blake3IV<>+0(SB), X2
+	VMOVDQU blake3IV<>+0(SB), X2
+	CMPL    CX, R9
+	JNE     dbuild
+	VMOVDQA X11, X3
+	JMP     dready
+
+dbuild:
 	SHLQ        $0x20, CX
 	ORQ         BX, CX
 	VMOVQ       AX, X3
@@ -2522,6 +2535,7 @@ notlast:
 	VPUNPCKLQDQ X4, X3, X3
 	VPRORD      $0x10, X3, X3
 
+dready:
 	// round 1
 	VPADDD     (R13), X0, X0
 	VPADDD     X1, X0, X0
@@ -3121,45 +3135,52 @@ notlast:
 // func chainOutAVX512(out *[64]byte, cv *[8]uint32, p *byte, n int, last *[64]byte, counter uint64, lastLen uint32, flags uint32, flagsStart uint32, flagsEnd uint32)
 // Requires: AVX, AVX512F, AVX512VL, CMOV
 TEXT ·chainOutAVX512(SB), NOSPLIT, $512-64
-	MOVQ      cv+8(FP), SI
-	MOVQ      p+16(FP), DX
-	MOVQ      n+24(FP), R8
-	MOVQ      counter+40(FP), AX
-	MOVL      flags+52(FP), R9
-	MOVL      flagsStart+56(FP), R10
-	MOVL      flagsEnd+60(FP), R11
-	MOVQ      last+32(FP), R14
-	MOVL      lastLen+48(FP), R15
-	TESTQ     R8, R8
-	CMOVQEQ   R14, DX
-	INCQ      R8
-	VMOVDQU   (SI), X0
-	VMOVDQU   16(SI), X1
-	MOVL      $0x00000040, BX
-	LEAQ      63(SP), R13
-	ANDQ      $-64, R13
-	VMOVDQU32 (DX), Z16
-	VMOVDQU32 blake3Idx16<>+0(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, (R13)
-	VMOVDQU32 blake3Idx16<>+64(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 64(R13)
-	VMOVDQU32 blake3Idx16<>+128(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 128(R13)
-	VMOVDQU32 blake3Idx16<>+192(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 192(R13)
-	VMOVDQU32 blake3Idx16<>+256(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 256(R13)
-	VMOVDQU32 blake3Idx16<>+320(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 320(R13)
-	VMOVDQU32 blake3Idx16<>+384(SB), Z23
-	VPERMD    Z16, Z23, Z23
-	VMOVDQU32 Z23, 384(R13)
+	MOVQ        cv+8(FP), SI
+	MOVQ        p+16(FP), DX
+	MOVQ        n+24(FP), R8
+	MOVQ        counter+40(FP), AX
+	MOVL        flags+52(FP), R9
+	MOVL        flagsStart+56(FP), R10
+	MOVL        flagsEnd+60(FP), R11
+	MOVQ        last+32(FP), R14
+	MOVL        lastLen+48(FP), R15
+	TESTQ       R8, R8
+	CMOVQEQ     R14, DX
+	INCQ        R8
+	VMOVDQU     (SI), X0
+	VMOVDQU     16(SI), X1
+	MOVL        $0x00000040, BX
+	LEAQ        63(SP), R13
+	ANDQ        $-64, R13
+	VMOVDQU32   (DX), Z16
+	VMOVDQU32   blake3Idx16<>+0(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, (R13)
+	VMOVDQU32   blake3Idx16<>+64(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 64(R13)
+	VMOVDQU32   blake3Idx16<>+128(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 128(R13)
+	VMOVDQU32   blake3Idx16<>+192(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 192(R13)
+	VMOVDQU32   blake3Idx16<>+256(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 256(R13)
+	VMOVDQU32   blake3Idx16<>+320(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 320(R13)
+	VMOVDQU32   blake3Idx16<>+384(SB), Z23
+	VPERMD      Z16, Z23, Z23
+	VMOVDQU32   Z23, 384(R13)
+	MOVL        R9, CX
+	SHLQ        $0x20, CX
+	ORQ         BX, CX
+	VMOVQ       AX, X3
+	VMOVQ       CX, X4
+	VPUNPCKLQDQ X4, X3, X3
+	VPRORD      $0x10, X3, X11
 
 loop:
 	MOVL    R9, CX
@@ -3175,9 +3196,17 @@ loop:
 	MOVL    R15, BX
 
 notlast:
-	VMOVDQA64   X0, X9
-	VMOVDQA64   X1, X10
-	VMOVDQU     blake3IV<>+0(SB), X2
+	VMOVDQA64 X0, X9
+	VMOVDQA64 X1, X10
+	VMOVDQU   blake3IV<>+0(SB), X2
+	CMPL      CX, R9
+	JNE       dbuild
+	CMPL      BX, $0x40
+	JNE       dbuild
+	VMOVDQA   X11, X3
+	JMP       dready
+
+dbuild:
 	SHLQ        $0x20, CX
 	ORQ         BX, CX
 	VMOVQ       AX, X3
@@ -3185,6 +3214,7 @@ notlast:
 	VPUNPCKLQDQ X4, X3, X3
 	VPRORD      $0x10, X3, X3
 
+dready:
 	// round 1
 	VPADDD     (R13), X0, X0
 	VPADDD     X1, X0, X0
