@@ -166,3 +166,108 @@ func TestServeClosedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestServeOpeningPatterns: streams whose opening is held back for a next frame still reach
+// the peer whatever the opener does next: close at once, read first (the peer speaks
+// first), or nothing at all for a while.
+func TestServeOpeningPatterns(t *testing.T) {
+	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
+		a, b := newPair()
+		c, s := sessionPair(t, a, b, nil, nil)
+		got := make(chan string, 8)
+		s.Serve(func(st *Stream) {
+			defer st.Close()
+			var first [1]byte
+			if _, err := io.ReadFull(st, first[:]); err == nil {
+				got <- "data"
+				return
+			} else if errors.Is(err, io.EOF) {
+				got <- "eof"
+				return
+			}
+			got <- "error"
+		}, func(error) {})
+		ctx := context.Background()
+
+		// Close at once: the opening and the FIN travel together.
+		st, err := c.OpenStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		if g := <-got; g != "eof" {
+			t.Fatalf("stream closed at once: handler saw %s", g)
+		}
+
+		// Open and wait: the timer sends the opening; the handler then waits for data.
+		st, err = c.OpenStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the peer to see an opening nobody wrote after", func() bool { return s.NumStreams() == 1 })
+		st.Write([]byte{1})
+		if g := <-got; g != "data" {
+			t.Fatalf("delayed first write: handler saw %s", g)
+		}
+		st.Close()
+		waitFor(t, "streams to be freed", func() bool { return c.NumStreams() == 0 && s.NumStreams() == 0 })
+	})
+
+	// The peer speaks first: the opener's Read must send the opening.
+	a, b := tcpPair(t)
+	c, s := sessionPair(t, a, b, nil, nil)
+	s.Serve(func(st *Stream) {
+		st.Write([]byte("hello"))
+		st.Close()
+	}, func(error) {})
+	for range 20 {
+		st, err := c.OpenStream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := io.ReadAll(st)
+		if err != nil || string(msg) != "hello" {
+			t.Fatalf("server speaks first: %q, %v", msg, err)
+		}
+		st.Close()
+	}
+}
+
+// TestServeCloseWhileOpening closes a session while the peer opens streams as fast as it
+// can: every handler returns, closed is called once, and no goroutine is left (goleak in
+// TestMain).
+func TestServeCloseWhileOpening(t *testing.T) {
+	for range 5 {
+		a, b := tcpPair(t)
+		c, s := sessionPair(t, a, b, nil, nil)
+		var closedCalls atomic.Int32
+		done := make(chan struct{})
+		s.Serve(func(st *Stream) {
+			io.Copy(io.Discard, st)
+			st.Close()
+		}, func(error) {
+			closedCalls.Add(1)
+			close(done)
+		})
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for {
+					st, err := c.OpenStream(context.Background())
+					if err != nil {
+						return
+					}
+					st.Write([]byte("x"))
+				}
+			})
+		}
+		time.Sleep(5 * time.Millisecond)
+		s.Close()
+		<-done
+		c.Close()
+		wg.Wait()
+		if n := closedCalls.Load(); n != 1 {
+			t.Fatalf("closed called %d times", n)
+		}
+	}
+}
