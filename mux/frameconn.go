@@ -81,6 +81,7 @@ type frameConn struct {
 	earlySyn   atomic.Bool
 	earlyArmed bool
 	earlyTimer *time.Timer
+	earlyDelay time.Duration // earlyFlushDelay; tests change it
 
 	// Reset frames to send, guarded by pmu (never held while writing).
 	pmu      sync.Mutex
@@ -109,7 +110,7 @@ type frameConn struct {
 }
 
 func newFrameConn(conn net.Conn, tr *tracker, maxHold int) *frameConn {
-	return &frameConn{Conn: conn, tr: tr, maxHold: maxHold}
+	return &frameConn{Conn: conn, tr: tr, maxHold: maxHold, earlyDelay: earlyFlushDelay}
 }
 
 // bodyLen returns the number of body bytes following header h.
@@ -275,9 +276,9 @@ func (c *frameConn) armEarly() {
 	c.earlyArmed = true
 	c.wg.Add(1)
 	if c.earlyTimer == nil {
-		c.earlyTimer = time.AfterFunc(earlyFlushDelay, c.earlyTimeout)
+		c.earlyTimer = time.AfterFunc(c.earlyDelay, c.earlyTimeout)
 	} else {
-		c.earlyTimer.Reset(earlyFlushDelay)
+		c.earlyTimer.Reset(c.earlyDelay)
 	}
 }
 
