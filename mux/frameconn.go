@@ -571,6 +571,10 @@ const (
 // StreamCloseTimeout). A stream reset locally before its ACK keeps its token
 // (a ghost) until one of those, as in yamux.
 type tracker struct {
+	// onRefused runs (without mu) when yamux resets an inbound stream it never queued for
+	// AcceptStream: after a local GoAway it refuses the peer's new streams.
+	onRefused func()
+
 	mu          sync.Mutex
 	maxStreams  int
 	backlog     int
@@ -633,6 +637,14 @@ func (t *tracker) frame(h []byte, outbound bool) {
 		return
 	}
 	id := binary.BigEndian.Uint32(h[4:8])
+	if t.frameLocked(id, flags, outbound) && t.onRefused != nil {
+		t.onRefused()
+	}
+}
+
+// frameLocked does frame's work under t.mu; it reports whether yamux refused an inbound
+// stream that was waiting to be accepted.
+func (t *tracker) frameLocked(id uint32, flags uint16, outbound bool) (refused bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.ghosts[id]; ok && (flags&flagRST != 0 || !outbound && flags&(flagACK|flagFIN) != 0) {
@@ -646,11 +658,11 @@ func (t *tracker) frame(h []byte, outbound bool) {
 		t.unacked++
 	}
 	if !ok {
-		return
+		return false
 	}
 	if flags&flagRST != 0 {
 		t.removeLocked(id, st)
-		return
+		return outbound && st&stUnaccepted != 0
 	}
 	if !outbound && flags&flagACK != 0 && st&stUnacked != 0 {
 		st &^= stUnacked
@@ -671,10 +683,11 @@ func (t *tracker) frame(h []byte, outbound bool) {
 		}
 		if st&(stFinSent|stFinRecv) == stFinSent|stFinRecv {
 			t.removeLocked(id, st)
-			return
+			return false
 		}
 	}
 	t.live[id] = st
+	return false
 }
 
 // accepted records that an inbound stream left the accept queue.

@@ -271,3 +271,42 @@ func TestServeCloseWhileOpening(t *testing.T) {
 		}
 	}
 }
+
+// TestServeAfterGoAway: after a local GoAway yamux refuses the peer's new streams before
+// they reach the accept queue; the goroutine Serve started for them must not wait for them.
+func TestServeAfterGoAway(t *testing.T) {
+	a, b := tcpPair(t)
+	c, s := sessionPair(t, a, b, nil, nil)
+	baseline := goleak.IgnoreCurrent()
+	var handled atomic.Int32
+	s.Serve(func(st *Stream) {
+		handled.Add(1)
+		st.Close()
+	}, func(error) {})
+	if err := s.GoAway(); err != nil {
+		t.Fatal(err)
+	}
+	// The GoAway may not have reached c yet: open raw streams until one is refused.
+	for i := 0; ; i++ {
+		st, err := c.OpenStream(context.Background())
+		if err != nil {
+			if !errors.Is(err, ErrRemoteGoAway) {
+				t.Fatalf("open after GoAway: %v", err)
+			}
+			break
+		}
+		st.Write([]byte("x"))
+		st.Close()
+		if i > 1000 {
+			t.Fatal("the peer's GoAway never arrived")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waitFor(t, "refused streams to be freed", func() bool { return s.NumStreams() == 0 })
+	if err := goleak.Find(baseline); err != nil {
+		t.Errorf("a goroutine still waits for refused streams: %v", err)
+	}
+	if n := handled.Load(); n != 0 {
+		t.Errorf("%d refused streams reached the handler", n)
+	}
+}

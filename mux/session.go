@@ -38,7 +38,8 @@ type Session struct {
 	onClosed  func(error)
 	arrived   int
 	accepting bool
-	ended     bool // the connection was closed
+	ended     bool               // the connection was closed
+	wake      context.CancelFunc // ends acceptLoop's wait when nothing more is coming
 }
 
 // enterRead registers a Read; it reports false if the session is shutting down.
@@ -100,6 +101,21 @@ func (s *Session) arrive() {
 	}
 }
 
+// refused runs when yamux resets an admitted stream instead of queueing it (it refuses the
+// peer's new streams after a local GoAway): that stream will never reach acceptLoop.
+func (s *Session) refused() {
+	s.amu.Lock()
+	s.arrived = max(s.arrived-1, 0)
+	var wake context.CancelFunc
+	if s.arrived == 0 && s.accepting {
+		wake = s.wake
+	}
+	s.amu.Unlock()
+	if wake != nil {
+		wake()
+	}
+}
+
 func (s *Session) startAccepting() {
 	if !s.addGoroutine() {
 		s.amu.Lock()
@@ -114,8 +130,23 @@ func (s *Session) startAccepting() {
 // on this very goroutine, the others on new ones: one goroutine per stream being handled, and
 // none while no stream arrives.
 func (s *Session) acceptLoop() {
+	var ctx context.Context
 	for {
-		st, err := s.AcceptStream(context.Background())
+		s.amu.Lock()
+		if ctx == nil || ctx.Err() != nil {
+			ctx, s.wake = context.WithCancel(context.Background())
+		}
+		if s.arrived == 0 { // every admitted stream was refused meanwhile
+			s.accepting = false
+			s.amu.Unlock()
+			s.wg.Done()
+			return
+		}
+		s.amu.Unlock()
+		st, err := s.AcceptStream(ctx)
+		if err != nil && !s.ys.IsClosed() && ctx.Err() != nil {
+			continue // refused woke us: look at arrived again
+		}
 		s.amu.Lock()
 		if err != nil {
 			s.accepting = false
@@ -194,6 +225,7 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 	// Both hooks are set before yamux starts the goroutines that call them.
 	fc.onClose = s.connClosed
 	fc.onArrive = s.arrive
+	tr.onRefused = s.refused
 	var ys *yamux.Session
 	if client {
 		ys, err = yamux.Client(fc, c.yamuxConfig())
