@@ -289,9 +289,7 @@ func (c *frameConn) earlyTimeout() {
 	c.pmu.Unlock()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.werr == nil && !c.midFrameLocked() {
-		_ = c.flushEarlyLocked() // a failure is sticky and ends the session
-	}
+	c.flushAtBoundaryLocked()
 }
 
 // flushOpening sends a held stream opening before a Read waits for the
@@ -302,9 +300,7 @@ func (c *frameConn) flushOpening() {
 		return
 	}
 	defer c.wmu.Unlock()
-	if c.werr == nil && !c.midFrameLocked() {
-		_ = c.flushEarlyLocked()
-	}
+	c.flushAtBoundaryLocked()
 }
 
 // sent accounts for a header yamux writes.
@@ -380,11 +376,15 @@ func (c *frameConn) flusher() {
 	c.pmu.Lock()
 	c.flushing = false
 	c.pmu.Unlock()
-	if c.werr == nil && !c.midFrameLocked() {
-		// a failure is sticky and ends the session
-		if c.flushPendingLocked() == nil {
-			_ = c.flushEarlyLocked()
-		}
+	c.flushAtBoundaryLocked()
+}
+
+// flushAtBoundaryLocked writes what waits for a frame boundary (queued resets, then held
+// openings and acceptances) unless yamux is in the middle of a frame, whose end will send
+// them. A write failure is sticky and ends the session.
+func (c *frameConn) flushAtBoundaryLocked() {
+	if c.werr == nil && !c.midFrameLocked() && c.flushPendingLocked() == nil {
+		_ = c.flushEarlyLocked()
 	}
 }
 
