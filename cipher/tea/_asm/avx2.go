@@ -53,19 +53,7 @@ func broadcastKeys(kp reg.Register) [4]Op {
 }
 
 func genAVX2(name string, decrypt bool) {
-	TEXT(name, NOSPLIT, laneSignature)
-	Pragma("noescape")
-	if decrypt {
-		Doc(name + " deciphers nblocks blocks in each of 16 lanes in place (AVX2).")
-	} else {
-		Doc(name + " enciphers nblocks blocks in each of 16 lanes in place (AVX2).")
-	}
-	kp := Load(Param("k"), GP64())
-	ins := Load(Param("ins"), GP64())
-	outs := Load(Param("outs"), GP64())
-	strides := Load(Param("strides"), GP64())
-	st := Load(Param("state"), GP64())
-	n := Load(Param("nblocks"), GP64())
+	kp, ins, outs, strides, st, n := laneKernel(name, NOSPLIT, "AVX2", decrypt)
 	inPtrs := AllocLocal(128)
 	outPtrs := AllocLocal(128)
 	k := broadcastKeys(kp)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/mmcloughlin/avo/attr"
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -26,6 +27,24 @@ import (
 // pointer past the end of a buffer is ever stored). The AVX2 kernel uses the first 8 entries of each.
 
 var laneSignature = "func(k *[4]uint32, ins *[16]*byte, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int)"
+
+// laneKernel opens a lane kernel (laneSignature) for isa and loads its arguments.
+func laneKernel(name string, a attr.Attribute, isa string, decrypt bool) (kp, ins, outs, strides, st, n reg.Register) {
+	TEXT(name, a, laneSignature)
+	Pragma("noescape")
+	verb := "enciphers"
+	if decrypt {
+		verb = "deciphers"
+	}
+	Doc(name + " " + verb + " nblocks blocks in each of 16 lanes in place (" + isa + ").")
+	kp = Load(Param("k"), GP64())
+	ins = Load(Param("ins"), GP64())
+	outs = Load(Param("outs"), GP64())
+	strides = Load(Param("strides"), GP64())
+	st = Load(Param("state"), GP64())
+	n = Load(Param("nblocks"), GP64())
+	return
+}
 
 // constants shared by the lane kernels.
 type laneConsts struct {
@@ -78,19 +97,7 @@ const ahead = 2
 // words, in lane order (lanes 0-7: group 0, lanes 8-15: group 1).
 func genAVX512(name string, decrypt bool) {
 	// Not NOSPLIT: the frame holds the staging areas.
-	TEXT(name, 0, laneSignature)
-	Pragma("noescape")
-	if decrypt {
-		Doc(name + " deciphers nblocks blocks in each of 16 lanes in place (AVX-512).")
-	} else {
-		Doc(name + " enciphers nblocks blocks in each of 16 lanes in place (AVX-512).")
-	}
-	kp := Load(Param("k"), GP64())
-	ins := Load(Param("ins"), GP64())
-	outs := Load(Param("outs"), GP64())
-	strides := Load(Param("strides"), GP64())
-	st := Load(Param("state"), GP64())
-	n := Load(Param("nblocks"), GP64())
+	kp, ins, outs, strides, st, n := laneKernel(name, 0, "AVX-512", decrypt)
 
 	inSlots := AllocLocal((ahead + 1) * 128) // staged input blocks, a ring
 	outSlots := AllocLocal(2 * 128)          // staged output blocks, a ring
