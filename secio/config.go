@@ -68,6 +68,11 @@ type Config struct {
 	// Logger receives debug records about handshakes (never key material).
 	// Nil means silent.
 	Logger *slog.Logger
+
+	// noKeyShare leaves the key share out of the Propose, as a peer
+	// predating it does (tests only): the handshake then always takes the
+	// Exchange flight.
+	noKeyShare bool
 }
 
 // DefaultConfig returns a Config with every optional field set to its
@@ -145,6 +150,8 @@ type resolved struct {
 	maxFrame int
 	rand     io.Reader
 	logger   *slog.Logger
+
+	noKeyShare bool
 }
 
 // Defaults shared by every handshake; never modified.
@@ -167,6 +174,8 @@ func (c *Config) resolve(r *resolved) error {
 		maxFrame: c.MaxFrameSize,
 		rand:     c.Rand,
 		logger:   c.Logger,
+
+		noKeyShare: c.noKeyShare,
 	}
 	if r.ciphers == nil {
 		r.ciphers = defaultCiphers

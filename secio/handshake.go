@@ -33,6 +33,10 @@ const (
 // the secure connection. The messages are the same for both roles: Client
 // and Server differ only in how they are logged.
 //
+// The handshake takes two flights (each side's Propose, with a key share,
+// then each side's Confirm) when both sides share a key for the negotiated
+// key exchange, and three otherwise (an Exchange flight in between).
+//
 // The handshake is bounded by cfg.HandshakeTimeout and by ctx; it uses the
 // deadlines of conn and clears them when it succeeds. On any error conn is
 // closed and the error is a *HandshakeError naming the failed step, wrapping
@@ -47,10 +51,11 @@ func Server(ctx context.Context, conn net.Conn, cfg *Config) (*Conn, error) {
 	return handshake(ctx, conn, cfg, "server")
 }
 
-// handshakeArena is the room for the four handshake messages and the
-// transcript input in a handshake's own state; longer messages (a peer
-// sending large extensions) spill to the heap.
-const handshakeArena = 640
+// handshakeArena is the room for the handshake messages and the
+// transcript input in a handshake's own state: enough for a fallback to
+// the Exchange flight with P-256 shares and keys (about 850 bytes); longer
+// messages (a peer sending large extensions) spill to the heap.
+const handshakeArena = 1024
 
 // handshakeState carries one handshake from Propose to key confirmation.
 type handshakeState struct {
@@ -66,7 +71,8 @@ type handshakeState struct {
 	werr   chan error
 
 	localNonce [NonceSize]byte
-	// The four messages as sent, length prefix included, in arena.
+	// The messages as sent, length prefix included, in arena. The
+	// Exchanges are nil when the key shares are used.
 	localPropose, remotePropose   []byte
 	localExchange, remoteExchange []byte
 	remote                        propose // parsed remotePropose (aliases it)
@@ -76,8 +82,15 @@ type handshakeState struct {
 	suite                         aead.Suite
 	sendMax                       int
 
-	eph        *ecdh.PrivateKey
-	scalar     [32]byte // ephemeral scalar as drawn, cleared after use
+	// shareKex is the key exchange of the local Propose's key share (0
+	// without one); useShares is set when both Proposes carry a share for
+	// kex, so that no Exchange is sent.
+	shareKex  KeyExchange
+	useShares bool
+
+	eph        *ecdh.PrivateKey // local ephemeral key, from the share or the Exchange
+	peerKey    []byte           // the peer's ephemeral public key (aliases its message)
+	scalar     [32]byte         // ephemeral scalar as drawn, cleared after use
 	transcript [32]byte
 	confirm    [confirmSize]byte // the peer's Confirm plaintext
 	ownConfirm [confirmSize]byte // the local Confirm plaintext
@@ -93,6 +106,7 @@ func newHandshakeState(conn net.Conn, cfg *Config) (*handshakeState, error) {
 		return nil, err
 	}
 	hs.c = newConn(conn)
+	hs.c.in.maxLen = hs.cfg.maxFrame + maxOverhead
 	hs.arena = hs.space[:0]
 	switch conn.(type) {
 	case *net.TCPConn, *net.UnixConn:
@@ -156,7 +170,8 @@ func handshake(ctx context.Context, conn net.Conn, cfg *Config, role string) (*C
 	c := hs.c
 	if rc.debugEnabled() {
 		rc.logger.Debug("secio handshake complete", "role", role, "remote", conn.RemoteAddr(),
-			"peer", c.remote.String(), "kex", c.kex.String(), "suite", c.suite.String())
+			"peer", c.remote.String(), "kex", c.kex.String(), "suite", c.suite.String(),
+			"key_shares_used", hs.useShares)
 	}
 	return c, nil
 }
@@ -173,27 +188,11 @@ func (rc *resolved) debugFailed(role string, conn net.Conn, err error) {
 	}
 }
 
-// run performs the handshake steps in order: three flights, in each of
-// which both sides send at once.
+// run performs the handshake: the flights that establish the keys, then
+// the Confirm flight. In each flight both sides send at once.
 func (hs *handshakeState) run() error {
 	defer hs.stopWriter()
-	hs.c.in.maxLen = hs.cfg.maxFrame + maxOverhead
-	if err := hs.makePropose(); err != nil {
-		return err
-	}
-	if err := hs.flight("propose", hs.localPropose, hs.readProposeMsg); err != nil {
-		return err
-	}
-	if err := hs.processPropose(); err != nil {
-		return err
-	}
-	if err := hs.makeExchange(); err != nil {
-		return err
-	}
-	if err := hs.flight("exchange", hs.localExchange, hs.readExchangeMsg); err != nil {
-		return err
-	}
-	if err := hs.processExchange(); err != nil {
+	if err := hs.establishKeys(); err != nil {
 		return err
 	}
 	frame, err := hs.sealConfirm()
@@ -203,6 +202,38 @@ func (hs *handshakeState) run() error {
 	err = hs.flight("confirm", *frame, hs.readConfirm)
 	putBuffer(frame)
 	return err
+}
+
+// establishKeys runs the Propose flight and, unless both Proposes carry a
+// key share for the negotiated key exchange, the Exchange flight; then it
+// computes the transcript hash and installs the traffic keys.
+func (hs *handshakeState) establishKeys() error {
+	if err := hs.makePropose(); err != nil {
+		return err
+	}
+	return hs.agreeKeys()
+}
+
+// agreeKeys is establishKeys after the local Propose has been made.
+func (hs *handshakeState) agreeKeys() error {
+	if err := hs.flight("propose", hs.localPropose, hs.readProposeMsg); err != nil {
+		return err
+	}
+	if err := hs.processPropose(); err != nil {
+		return err
+	}
+	if !hs.useShares {
+		if err := hs.makeExchange(); err != nil {
+			return err
+		}
+		if err := hs.flight("exchange", hs.localExchange, hs.readExchangeMsg); err != nil {
+			return err
+		}
+		if err := hs.processExchange(); err != nil {
+			return err
+		}
+	}
+	return hs.deriveKeys()
 }
 
 // maxOverhead is the largest AEAD tag of any suite.
@@ -300,10 +331,14 @@ func eofUnexpected(err error) error {
 	return err
 }
 
+// makePropose draws the nonce and, unless disabled, an ephemeral key for
+// the most preferred key exchange, in that order (so that a fixed Rand
+// gives fixed bytes), and encodes the local Propose with its key share.
 func (hs *handshakeState) makePropose() error {
 	if _, err := io.ReadFull(hs.cfg.rand, hs.localNonce[:]); err != nil {
 		return hs.fail("propose", fmt.Errorf("secio: nonce: %w", err))
 	}
+	var extBuf [maxKeyShareExt + 5]byte // a share and the padding
 	p := propose{
 		version:  ProtocolVersion,
 		nonce:    hs.localNonce,
@@ -311,12 +346,23 @@ func (hs *handshakeState) makePropose() error {
 		maxFrame: uint32(hs.cfg.maxFrame),
 		kexes:    hs.cfg.kexes,
 		ciphers:  hs.cfg.ciphers,
+		ext:      extBuf[:0],
 	}
-	if (proposeFixedLen+len(p.kexes)+len(p.ciphers))%2 == 0 {
+	if !hs.cfg.noKeyShare {
+		k := hs.cfg.kexes[0]
+		eph, err := generateEphemeral(k, hs.cfg.rand, &hs.scalar)
+		if err != nil {
+			return hs.fail("propose", err)
+		}
+		hs.eph, hs.shareKex = eph, k
+		p.ext = appendKeyShare(p.ext, k, eph.PublicKey().Bytes())
+	}
+	if (proposeFixedLen+len(p.kexes)+len(p.ciphers)+len(p.ext))%2 == 0 {
 		// Keep the body length odd, so that a legacy TEA peer (whose
 		// frames are multiples of 8 bytes) always rejects it as malformed
-		// instead of decrypting it to garbage.
-		p.ext = extPadding
+		// instead of decrypting it to garbage. Padding is the last
+		// extension (the highest type).
+		p.ext = append(p.ext, extPadding...)
 	}
 	start := len(hs.arena)
 	hs.arena = p.appendTo(hs.arena)
@@ -337,8 +383,9 @@ func (hs *handshakeState) readProposeMsg() error {
 }
 
 // processPropose checks the remote identity and negotiates the order, the
-// key exchange, the cipher and the frame size. No key work happens before
-// the expected peer ID has been checked.
+// key exchange, the cipher and the frame size, and decides whether the key
+// shares are used. No ECDH runs before the expected peer ID has been
+// checked (the local share's key was generated before sending).
 func (hs *handshakeState) processPropose() error {
 	const step = "propose"
 	p := &hs.remote
@@ -385,6 +432,12 @@ func (hs *handshakeState) processPropose() error {
 		return hs.fail(step, &NoCommonSuiteError{What: "cipher", Local: suiteNames(hs.cfg.ciphers), Remote: suiteNames(p.ciphers)})
 	}
 	hs.sendMax = int(min(uint32(hs.cfg.maxFrame), p.maxFrame))
+	// Both sides see the same two Proposes and the same kex, so they take
+	// the same decision.
+	hs.useShares = hs.shareKex == hs.kex && p.shareKex == hs.kex
+	if hs.useShares {
+		hs.peerKey = p.shareKey
+	}
 	return nil
 }
 
@@ -409,13 +462,18 @@ func selectFirst[T comparable](pref, other []T) (T, bool) {
 	return zero, false
 }
 
+// makeExchange encodes the local Exchange. A side whose key share was for
+// the negotiated key exchange sends the same key again; otherwise it draws
+// a new one.
 func (hs *handshakeState) makeExchange() error {
-	eph, err := generateEphemeral(hs.kex, hs.cfg.rand, &hs.scalar)
-	if err != nil {
-		return hs.fail("exchange", err)
+	if hs.eph == nil || hs.shareKex != hs.kex {
+		eph, err := generateEphemeral(hs.kex, hs.cfg.rand, &hs.scalar)
+		if err != nil {
+			return hs.fail("exchange", err)
+		}
+		hs.eph = eph
 	}
-	hs.eph = eph
-	e := exchange{kex: hs.kex, key: eph.PublicKey().Bytes()}
+	e := exchange{kex: hs.kex, key: hs.eph.PublicKey().Bytes()}
 	start := len(hs.arena)
 	hs.arena = e.appendTo(hs.arena)
 	hs.localExchange = hs.arena[start:]
@@ -434,36 +492,46 @@ func (hs *handshakeState) readExchangeMsg() error {
 	return nil
 }
 
-// processExchange runs ECDH, computes the transcript hash and installs one
-// AEAD per direction.
+// processExchange checks the peer's Exchange and takes its key.
 func (hs *handshakeState) processExchange() error {
-	const step = "exchange"
 	e, err := parseExchange(hs.remoteExchange[frameHeaderSize:])
 	if err != nil {
-		return hs.fail(step, err)
+		return hs.fail("exchange", err)
 	}
 	if e.kex != hs.kex {
-		return hs.fail(step, fmt.Errorf("%w: peer used %s, negotiated %s", ErrInvalidKeyExchange, e.kex, hs.kex))
+		return hs.fail("exchange", fmt.Errorf("%w: peer used %s, negotiated %s", ErrInvalidKeyExchange, e.kex, hs.kex))
 	}
-	secret, err := sharedSecret(hs.kex, hs.eph, e.key)
+	hs.peerKey = e.key
+	return nil
+}
+
+// deriveKeys runs ECDH with the peer's ephemeral key (from its key share or
+// its Exchange), computes the transcript hash and installs one AEAD per
+// direction.
+func (hs *handshakeState) deriveKeys() error {
+	step := "exchange"
+	if hs.useShares {
+		step = "key share"
+	}
+	secret, err := sharedSecret(hs.kex, hs.eph, hs.peerKey)
 	hs.eph = nil
 	if err != nil {
 		return hs.fail(step, err)
 	}
 	defer clear(secret)
 
-	// T = BLAKE3-derive-key(P1 || P2 || E1 || E2), assembled in the arena.
+	// T = BLAKE3-derive-key(P1 || P2), or (P1 || P2 || E1 || E2) after an
+	// Exchange flight, assembled in the arena.
 	start := len(hs.arena)
-	if hs.first {
-		hs.arena = append(hs.arena, hs.localPropose...)
-		hs.arena = append(hs.arena, hs.remotePropose...)
-		hs.arena = append(hs.arena, hs.localExchange...)
-		hs.arena = append(hs.arena, hs.remoteExchange...)
-	} else {
-		hs.arena = append(hs.arena, hs.remotePropose...)
-		hs.arena = append(hs.arena, hs.localPropose...)
-		hs.arena = append(hs.arena, hs.remoteExchange...)
-		hs.arena = append(hs.arena, hs.localExchange...)
+	pF, pS, eF, eS := hs.localPropose, hs.remotePropose, hs.localExchange, hs.remoteExchange
+	if !hs.first {
+		pF, pS, eF, eS = pS, pF, eS, eF
+	}
+	hs.arena = append(hs.arena, pF...)
+	hs.arena = append(hs.arena, pS...)
+	if !hs.useShares {
+		hs.arena = append(hs.arena, eF...)
+		hs.arena = append(hs.arena, eS...)
 	}
 	blake3.DeriveKey(hs.transcript[:], contextTranscript, hs.arena[start:])
 	hs.arena = hs.arena[:start]

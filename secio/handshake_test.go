@@ -19,23 +19,31 @@ import (
 	"github.com/tendril-p2p/tendril/cipher/aead"
 )
 
-// handshakeLens returns the byte lengths of the Propose, Exchange and
-// Confirm that a side with default settings sends.
-func handshakeLens(t *testing.T, cfg *Config) [3]int {
+// handshakeLens returns the byte lengths of the handshake messages that a
+// side with config ca sends to a peer with config cb: Propose and Confirm
+// when the key shares are used, Propose, Exchange and Confirm otherwise.
+func handshakeLens(t *testing.T, ca, cb *Config) []int {
 	t.Helper()
 	var rec recorder
 	a, b := net.Pipe()
 	ra := &recordConn{Conn: a, rec: &rec}
-	sa, sb, errA, errB := handshakePair(ra, b, cfg, testConfig("b"))
+	sa, sb, errA, errB := handshakePair(ra, b, ca, cb)
 	if errA != nil || errB != nil {
 		t.Fatal(errA, errB)
 	}
 	sa.Close()
 	sb.Close()
-	if len(rec.writes) != 3 {
-		t.Fatalf("%d handshake writes, want 3", len(rec.writes))
+	var lens []int
+	for _, w := range rec.writes {
+		lens = append(lens, len(w))
 	}
-	return [3]int{len(rec.writes[0]), len(rec.writes[1]), len(rec.writes[2])}
+	return lens
+}
+
+// noShare returns cfg set up as a peer that sends no key share.
+func noShare(cfg *Config) *Config {
+	cfg.noKeyShare = true
+	return cfg
 }
 
 type recorder struct {
@@ -56,9 +64,41 @@ func (c *recordConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// TestFlippedBitInHandshake flips one bit of each byte of the handshake in
+// turn, in each direction, for the two-flight handshake (Propose and
+// Confirm) and the three-flight one (both sides without a key share). A
+// change in a clear message fails both sides; a change in the Confirm
+// fails its receiver with ErrAuthFailed.
 func TestFlippedBitInHandshake(t *testing.T) {
-	lens := handshakeLens(t, testConfig("a"))
-	total := lens[0] + lens[1] + lens[2]
+	for _, mode := range []struct {
+		name string
+		cfg  func(string) *Config
+		n    int // handshake messages per side
+	}{
+		{"key shares", testConfig, 2},
+		{"exchange", func(l string) *Config { return noShare(testConfig(l)) }, 3},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			// Flips of a length prefix wait for the handshake timeout:
+			// run both modes at once.
+			t.Parallel()
+			lens := handshakeLens(t, mode.cfg("a"), mode.cfg("b"))
+			if len(lens) != mode.n {
+				t.Fatalf("%d handshake messages, want %d", len(lens), mode.n)
+			}
+			inClear, total := 0, 0
+			for i, n := range lens {
+				if i < len(lens)-1 {
+					inClear += n
+				}
+				total += n
+			}
+			flipEach(t, mode.cfg, inClear, total)
+		})
+	}
+}
+
+func flipEach(t *testing.T, cfg func(string) *Config, inClear, total int) {
 	for _, dir := range []string{"a->b", "b->a"} {
 		for off := range total {
 			bit := byte(1) << (off % 8)
@@ -74,7 +114,7 @@ func TestFlippedBitInHandshake(t *testing.T) {
 			}
 			// A length prefix made larger leaves both sides waiting for
 			// bytes that never come: the handshake timeout ends it.
-			ca, cb := testConfig("a"), testConfig("b")
+			ca, cb := cfg("a"), cfg("b")
 			ca.HandshakeTimeout, cb.HandshakeTimeout = time.Second, time.Second
 			_, _, errA, errB := mitmHandshake(t, ca, cb, editAB, editBA)
 			recvErr, sendErr := errB, errA
@@ -84,10 +124,10 @@ func TestFlippedBitInHandshake(t *testing.T) {
 			if recvErr == nil {
 				t.Fatalf("%s offset %d: receiver accepted a modified handshake", dir, off)
 			}
-			if off < lens[0]+lens[1] && sendErr == nil {
+			if off < inClear && sendErr == nil {
 				t.Fatalf("%s offset %d: sender completed the handshake (receiver: %v)", dir, off, recvErr)
 			}
-			if off >= lens[0]+lens[1]+4 && !errors.Is(recvErr, ErrAuthFailed) {
+			if off >= inClear+4 && !errors.Is(recvErr, ErrAuthFailed) {
 				t.Fatalf("%s offset %d (confirm): %v, want ErrAuthFailed", dir, off, recvErr)
 			}
 		}
@@ -95,58 +135,89 @@ func TestFlippedBitInHandshake(t *testing.T) {
 }
 
 func TestTruncatedHandshake(t *testing.T) {
-	lens := handshakeLens(t, testConfig("a"))
-	total := lens[0] + lens[1] + lens[2]
-	for off := 0; off < total; off++ {
-		cut := func(o int, b byte) int {
-			if o == off {
-				return -1
+	for _, share := range []bool{true, false} {
+		cfg := func(l string) *Config {
+			c := testConfig(l)
+			c.noKeyShare = !share
+			return c
+		}
+		lens := handshakeLens(t, cfg("a"), cfg("b"))
+		inClear, total := 0, 0
+		for i, n := range lens {
+			if i < len(lens)-1 {
+				inClear += n
 			}
-			return int(b)
+			total += n
 		}
-		_, _, errA, errB := mitmHandshake(t, testConfig("a"), testConfig("b"), cut, noEdit)
-		if !errors.Is(errB, io.ErrUnexpectedEOF) {
-			t.Fatalf("cut at %d: server error %v, want io.ErrUnexpectedEOF", off, errB)
-		}
-		if off < lens[0]+lens[1] && errA == nil {
-			t.Fatalf("cut at %d: client completed", off)
-		}
-		var he *HandshakeError
-		if !errors.As(errB, &he) || he.Step == "" {
-			t.Fatalf("cut at %d: %v has no step", off, errB)
+		for off := 0; off < total; off++ {
+			cut := func(o int, b byte) int {
+				if o == off {
+					return -1
+				}
+				return int(b)
+			}
+			_, _, errA, errB := mitmHandshake(t, cfg("a"), cfg("b"), cut, noEdit)
+			if !errors.Is(errB, io.ErrUnexpectedEOF) {
+				t.Fatalf("shares %v, cut at %d: server error %v, want io.ErrUnexpectedEOF", share, off, errB)
+			}
+			if off < inClear && errA == nil {
+				t.Fatalf("shares %v, cut at %d: client completed", share, off)
+			}
+			var he *HandshakeError
+			if !errors.As(errB, &he) || he.Step == "" {
+				t.Fatalf("shares %v, cut at %d: %v has no step", share, off, errB)
+			}
 		}
 	}
 }
 
-func TestReplayedExchange(t *testing.T) {
-	// Record the server's Exchange in one session...
+// replayed records the server's handshake messages in one session, then
+// runs a second one in which the proxy substitutes the recorded message
+// number msg for the fresh one (same length), and requires both sides to
+// fail, at least one of them with ErrAuthFailed.
+func replayed(t *testing.T, cfg func(string) *Config, msg int) {
+	t.Helper()
 	var rec recorder
 	a, b := net.Pipe()
 	rb := &recordConn{Conn: b, rec: &rec}
-	sa, sb, errA, errB := handshakePair(a, rb, testConfig("a"), testConfig("b"))
+	sa, sb, errA, errB := handshakePair(a, rb, cfg("a"), cfg("b"))
 	if errA != nil || errB != nil {
 		t.Fatal(errA, errB)
 	}
 	sa.Close()
 	sb.Close()
-	proposeLen := len(rec.writes[0])
-	oldExchange := rec.writes[1]
-	// ...and substitute it in the next one.
+	start := 0
+	for _, w := range rec.writes[:msg] {
+		start += len(w)
+	}
+	old := rec.writes[msg]
 	replay := func(o int, c byte) int {
-		if o >= proposeLen && o < proposeLen+len(oldExchange) {
-			return int(oldExchange[o-proposeLen])
+		if o >= start && o < start+len(old) {
+			return int(old[o-start])
 		}
 		return int(c)
 	}
-	_, _, errA, errB = mitmHandshake(t, testConfig("a"), testConfig("b"), noEdit, replay)
+	_, _, errA, errB = mitmHandshake(t, cfg("a"), cfg("b"), noEdit, replay)
 	if errA == nil || errB == nil {
-		t.Fatalf("replayed Exchange accepted: client %v, server %v", errA, errB)
+		t.Fatalf("replayed message accepted: client %v, server %v", errA, errB)
 	}
 	// Whichever side reads the other's Confirm first fails to open it; the
 	// other may see the connection close first.
 	if !errors.Is(errA, ErrAuthFailed) && !errors.Is(errB, ErrAuthFailed) {
 		t.Fatalf("client %v, server %v: neither is ErrAuthFailed", errA, errB)
 	}
+}
+
+// A Propose replayed from an earlier session carries that session's nonce
+// and key share, whose private key the replayer does not hold; the fresh
+// local nonce changes T anyway.
+func TestReplayedPropose(t *testing.T) {
+	replayed(t, testConfig, 0)
+}
+
+// The same for an Exchange, in the three-flight handshake.
+func TestReplayedExchange(t *testing.T) {
+	replayed(t, func(l string) *Config { return noShare(testConfig(l)) }, 1)
 }
 
 func TestHandshakeNegotiation(t *testing.T) {
@@ -265,9 +336,10 @@ func TestExpectedPeer(t *testing.T) {
 	if errB == nil {
 		t.Fatal("server completed")
 	}
-	// Only the Propose nonce was drawn: no ephemeral key was made.
-	if cr.n != NonceSize {
-		t.Fatalf("client read %d random bytes, want %d (no key work)", cr.n, NonceSize)
+	// Only the Propose nonce and the key share's scalar were drawn, before
+	// sending: no other ephemeral key was made.
+	if cr.n != NonceSize+32 {
+		t.Fatalf("client read %d random bytes, want %d (nonce and key share)", cr.n, NonceSize+32)
 	}
 	if !strings.Contains(errA.Error(), testKey("b").PeerID().String()) {
 		t.Fatalf("error %q does not name the peer", errA)
@@ -431,7 +503,7 @@ func evilPeer(t *testing.T, conn net.Conn, tamper func(hs *handshakeState, nonce
 		return
 	}
 	defer hs.stopWriter()
-	if err := hs.run1(); err != nil {
+	if err := hs.establishKeys(); err != nil {
 		t.Error(err)
 		return
 	}
@@ -443,27 +515,6 @@ func evilPeer(t *testing.T, conn net.Conn, tamper func(hs *handshakeState, nonce
 	msg := appendConfirm(nil, nonce, sig)
 	hs.c.out.writeFrame(conn, msg)
 	io.Copy(io.Discard, conn)
-}
-
-// run1 is run without the Confirm step.
-func (hs *handshakeState) run1() error {
-	hs.c.in.maxLen = hs.cfg.maxFrame + maxOverhead
-	if err := hs.makePropose(); err != nil {
-		return err
-	}
-	if err := hs.flight("propose", hs.localPropose, hs.readProposeMsg); err != nil {
-		return err
-	}
-	if err := hs.processPropose(); err != nil {
-		return err
-	}
-	if err := hs.makeExchange(); err != nil {
-		return err
-	}
-	if err := hs.flight("exchange", hs.localExchange, hs.readExchangeMsg); err != nil {
-		return err
-	}
-	return hs.processExchange()
 }
 
 func TestConfirmChecks(t *testing.T) {
@@ -598,29 +649,57 @@ func TestWycheproofX25519(t *testing.T) {
 	}
 }
 
+// Every Propose body has an odd length, with and without a key share, for
+// every list length and for either key exchange first; the share is the
+// first extension, for the most preferred key exchange, and the padding
+// (when present) the last.
 func TestProposeLengthOdd(t *testing.T) {
-	for nk := 1; nk <= 2; nk++ {
-		for nc := 1; nc <= 3; nc++ {
-			cfg := testConfig("a")
-			cfg.KeyExchanges = DefaultKeyExchanges()[:nk]
-			cfg.Ciphers = aead.Preferred()[:nc]
-			hs, err := newHandshakeState(nil, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := hs.makePropose(); err != nil {
-				t.Fatal(err)
-			}
-			body := hs.localPropose[4:]
-			if len(body)%2 != 1 {
-				t.Fatalf("%d kex, %d ciphers: body of %d bytes", nk, nc, len(body))
-			}
-			var p propose
-			err = parsePropose(&p, body)
-			if err != nil || len(p.kexes) != nk || len(p.ciphers) != nc {
-				t.Fatalf("round trip: %v", err)
+	kexLists := [][]KeyExchange{{X25519}, {P256}, {X25519, P256}, {P256, X25519}}
+	padded := map[bool]int{}
+	for _, share := range []bool{true, false} {
+		for _, kexes := range kexLists {
+			for nc := 1; nc <= 3; nc++ {
+				cfg := testConfig("a")
+				cfg.KeyExchanges = kexes
+				cfg.Ciphers = aead.Preferred()[:nc]
+				cfg.noKeyShare = !share
+				hs, err := newHandshakeState(nil, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := hs.makePropose(); err != nil {
+					t.Fatal(err)
+				}
+				body := hs.localPropose[4:]
+				if len(body)%2 != 1 {
+					t.Fatalf("share %v, %v, %d ciphers: body of %d bytes", share, kexes, nc, len(body))
+				}
+				var p propose
+				err = parsePropose(&p, body)
+				if err != nil || len(p.kexes) != len(kexes) || len(p.ciphers) != nc {
+					t.Fatalf("round trip: %v", err)
+				}
+				pad := bytes.HasSuffix(p.ext, extPadding)
+				padded[pad]++
+				ext := p.ext
+				if pad {
+					ext = ext[:len(ext)-len(extPadding)]
+				}
+				if !share {
+					if p.shareKex != 0 || len(ext) != 0 {
+						t.Fatalf("%v: unexpected extensions %x", kexes, p.ext)
+					}
+					continue
+				}
+				want := appendKeyShare(nil, kexes[0], hs.eph.PublicKey().Bytes())
+				if p.shareKex != kexes[0] || !bytes.Equal(ext, want) {
+					t.Fatalf("%v: extensions %x, want the share %x then padding", kexes, p.ext, want)
+				}
 			}
 		}
+	}
+	if padded[true] == 0 || padded[false] == 0 {
+		t.Fatalf("padding not exercised both ways: %v", padded)
 	}
 }
 

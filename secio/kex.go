@@ -41,6 +41,21 @@ func (k KeyExchange) String() string {
 	return fmt.Sprintf("KeyExchange(%d)", uint8(k))
 }
 
+// publicKeySize is the length of k's public keys on the wire (0 for a code
+// this package does not implement).
+func (k KeyExchange) publicKeySize() int {
+	switch k {
+	case X25519:
+		return 32
+	case P256:
+		return 65
+	}
+	return 0
+}
+
+// maxPublicKeySize is the largest publicKeySize.
+const maxPublicKeySize = 65
+
 func (k KeyExchange) curve() ecdh.Curve {
 	if k == P256 {
 		return ecdh.P256()

@@ -31,6 +31,11 @@ type propose struct {
 	ciphers  []aead.Suite  // as sent, may include codes unknown here
 	ext      []byte        // extensions, validated TLV
 
+	// The key share extension, if present with a known code: its key
+	// exchange and public key (aliasing ext). shareKex is 0 otherwise.
+	shareKex KeyExchange
+	shareKey []byte
+
 	// Room for the lists of a parsed Propose (parsePropose points kexes
 	// and ciphers here, so a propose must not be copied after parsing).
 	kexBuf    [maxListLen]KeyExchange
@@ -175,7 +180,7 @@ func parsePropose(p *propose, body []byte) error {
 	if err := r.end("Propose"); err != nil {
 		return err
 	}
-	if err := checkExtensions(p.ext); err != nil {
+	if err := p.parseExtensions(); err != nil {
 		return err
 	}
 	if p.maxFrame < MinFrameSize {
@@ -188,24 +193,66 @@ func parsePropose(p *propose, body []byte) error {
 // extensions, for an Ed25519 key.
 const proposeFixedLen = 1 + 2 + NonceSize + 1 + 2 + PublicKeySize + 4 + 1 + 1 + 2
 
+// extKeyShare is the type of the key share extension: a key exchange code
+// and an ephemeral public key for it, so that the Exchange flight can be
+// skipped.
+const extKeyShare = 0x0001
+
 // extPadding is the padding extension (type 0xffff, one zero byte) used to
-// make a Propose body's length odd.
+// make a Propose body's length odd. Its type is the highest, so it is
+// always the last extension.
 var extPadding = []byte{0xff, 0xff, 0x00, 0x01, 0x00}
 
-// checkExtensions validates the extension block of a Propose: a sequence of
-// (type u16, length u16, value) entries with strictly increasing types. No
-// extension is defined in version 1; unknown ones are ignored (they are
-// still bound by the transcript).
-func checkExtensions(ext []byte) error {
-	r := reader{b: ext}
+// maxKeyShareExt is the length of the largest key share extension entry.
+const maxKeyShareExt = 2 + 2 + 1 + maxPublicKeySize
+
+// appendKeyShare appends a key share extension entry: type, length, then
+// the key exchange code and the public key.
+func appendKeyShare(b []byte, k KeyExchange, key []byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, extKeyShare)
+	b = binary.BigEndian.AppendUint16(b, uint16(1+len(key)))
+	b = append(b, uint8(k))
+	return append(b, key...)
+}
+
+// parseExtensions validates the extension block of p: a sequence of
+// (type u16, length u16, value) entries with strictly increasing types.
+// It records a key share with a known code in p.shareKex and p.shareKey;
+// a share with an unknown code is ignored, as are unknown extensions
+// (both are still bound by the transcript). A share that is empty, or
+// whose key has the wrong length for its known code, is an error; so is a
+// second share (a repeated type).
+func (p *propose) parseExtensions() error {
+	p.shareKex, p.shareKey = 0, nil
+	r := reader{b: p.ext}
 	last := -1
 	for len(r.b) > 0 && !r.bad {
 		t := int(r.u16())
-		r.bytes(int(r.u16()))
-		if !r.bad && t <= last {
+		v := r.bytes(int(r.u16()))
+		if r.bad {
+			break
+		}
+		switch {
+		case t == last:
+			return fmt.Errorf("%w: extension 0x%04x repeated", ErrInvalidMessage, t)
+		case t < last:
 			return fmt.Errorf("%w: extension 0x%04x out of order", ErrInvalidMessage, t)
 		}
 		last = t
+		if t != extKeyShare {
+			continue
+		}
+		if len(v) == 0 {
+			return fmt.Errorf("%w: empty key share", ErrInvalidMessage)
+		}
+		k := KeyExchange(v[0])
+		if !k.Valid() {
+			continue // a code this side does not implement: never selected
+		}
+		if len(v)-1 != k.publicKeySize() {
+			return fmt.Errorf("%w: %s key share of %d bytes, want %d", ErrInvalidMessage, k, len(v)-1, k.publicKeySize())
+		}
+		p.shareKex, p.shareKey = k, v[1:]
 	}
 	return r.end("extensions")
 }
