@@ -381,7 +381,12 @@ func (s *Session) Close() error {
 
 // Abort closes the session's connection and returns without waiting: the session then
 // closes as it does when the connection fails (streams fail, the Serve callback runs).
-func (s *Session) Abort() { _ = s.conn.Close() }
+// Frames the connection still buffers are dropped (the write deadline is moved to the
+// past first, so a secio.Conn does not wait to write them out as its Close does).
+func (s *Session) Abort() {
+	_ = s.conn.SetWriteDeadline(aLongTimeAgo)
+	_ = s.conn.Close()
+}
 
 // CloseChan returns a channel closed when the session closes, for whatever
 // reason (Close, the peer closing, a connection error, a keepalive timeout).

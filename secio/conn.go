@@ -126,6 +126,7 @@ type outHalf struct {
 	ctr    counter
 	maxLen int   // largest plaintext per frame
 	err    error // sticky
+	wb     writeBehind
 }
 
 // Buffer pools. Class i holds buffers of classSize(i) bytes: 512, then
@@ -417,6 +418,12 @@ func (c *Conn) Read(p []byte) (int, error) {
 // frame size (MaxFrameSize, or the peer's smaller value) is sent as exactly
 // one frame with one Write on the underlying connection; a longer Write is
 // split into frames of that size. A failed Write is permanent.
+//
+// Frames of 16 KiB or more are written behind: Write returns once they are
+// sealed and queued (at most two wait), and a goroutine that lives while
+// frames are queued writes them, so that sealing overlaps sending. An error
+// writing them is returned by the next Write. Close writes out queued frames
+// first, for at most 5 s or until an earlier write deadline.
 func (c *Conn) Write(p []byte) (int, error) {
 	out := &c.out
 	out.mu.Lock()
@@ -444,11 +451,20 @@ func (c *Conn) Write(p []byte) (int, error) {
 }
 
 // writeFrame seals one frame into a pooled buffer and writes it with one
-// call on conn.
+// call on conn, or queues it for the write-behind goroutine: a large frame,
+// or any frame while others are queued (the wire order is the sealing
+// order).
 func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
+	queued, err := out.wb.active()
+	if err != nil {
+		return err
+	}
 	frame, err := out.sealFrame(chunk)
 	if err != nil {
 		return err
+	}
+	if queued || len(chunk) >= writeBehindMin {
+		return out.wb.push(conn, frame)
 	}
 	_, err = conn.Write(*frame)
 	putBuffer(frame)
@@ -485,7 +501,8 @@ func (out *outHalf) sealFrame(chunk []byte) (*[]byte, error) {
 	return pooled, nil
 }
 
-// Close closes the underlying connection and returns its error. It is safe
+// Close writes out frames still queued behind a Write (see Write), then
+// closes the underlying connection and returns its error. It is safe
 // to call more than once and from any goroutine; calls after the first
 // return nil. Blocked Reads and Writes return an error wrapping
 // net.ErrClosed.
@@ -494,6 +511,7 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		first = true
 		c.closed.Store(true)
+		c.out.wb.drain(c.conn)
 		c.closeErr = c.conn.Close()
 		// Give back a buffer holding part of a frame, unless a Read is
 		// in progress (it does so itself when it fails).
@@ -515,14 +533,20 @@ func (c *Conn) LocalAddr() net.Addr { return c.conn.LocalAddr() }
 func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
 
 // SetDeadline sets the underlying connection's read and write deadlines.
-func (c *Conn) SetDeadline(t time.Time) error { return c.conn.SetDeadline(t) }
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.out.wb.setDeadline(t)
+	return c.conn.SetDeadline(t)
+}
 
 // SetReadDeadline sets the underlying connection's read deadline.
 func (c *Conn) SetReadDeadline(t time.Time) error { return c.conn.SetReadDeadline(t) }
 
 // SetWriteDeadline sets the underlying connection's write deadline. A
 // write that times out leaves the stream mid-frame, so it is permanent.
-func (c *Conn) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadline(t) }
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.out.wb.setDeadline(t)
+	return c.conn.SetWriteDeadline(t)
+}
 
 // NetConn returns the underlying connection. Reading or writing it directly
 // corrupts the framed stream.
