@@ -17,6 +17,18 @@ func FuzzHandshakeMessages(f *testing.F) {
 	p := (&propose{version: 1, pubKey: testKey("a").pub.key, maxFrame: 1 << 20,
 		kexes: []KeyExchange{X25519, P256}, ciphers: aead.Preferred(), ext: extPadding}).marshal()
 	f.Add(p[4:])
+	// Proposes with a key share: X25519 (then padding), P-256, an unknown
+	// code, and an unknown extension after the share.
+	for _, ext := range [][]byte{
+		append(appendKeyShare(nil, X25519, x25519Point), extPadding...),
+		appendKeyShare(nil, P256, append([]byte{4}, make([]byte, 64)...)),
+		appendKeyShare(nil, 3, make([]byte, 40)),
+		append(appendKeyShare(nil, X25519, x25519Point), 0, 2, 0, 1, 0),
+	} {
+		ps := (&propose{version: 1, pubKey: testKey("a").pub.key, maxFrame: 1 << 20,
+			kexes: []KeyExchange{X25519, P256}, ciphers: aead.Preferred(), ext: ext}).marshal()
+		f.Add(ps[4:])
+	}
 	f.Add((&exchange{kex: X25519, key: make([]byte, 32)}).marshal()[4:])
 	f.Add(appendConfirm(nil, [NonceSize]byte{1}, make([]byte, 64)))
 	f.Add([]byte{msgPropose, 0, 1})
@@ -33,6 +45,12 @@ func FuzzHandshakeMessages(f *testing.F) {
 			}
 			if len(pr.pubKey) != PublicKeySize || len(pr.kexes) == 0 || len(pr.ciphers) == 0 || pr.maxFrame < MinFrameSize {
 				t.Fatal("parsePropose accepted an invalid Propose")
+			}
+			// A recorded share has a known code and the right key length,
+			// and is inside the extensions.
+			if pr.shareKex != 0 && (!pr.shareKex.Valid() || len(pr.shareKey) != pr.shareKex.publicKeySize() ||
+				!bytes.Contains(pr.ext, appendKeyShare(nil, pr.shareKex, pr.shareKey))) {
+				t.Fatalf("parsePropose recorded share %s %x", pr.shareKex, pr.shareKey)
 			}
 		} else if !errors.Is(err, ErrInvalidMessage) {
 			t.Fatalf("untyped error %v", err)
@@ -130,6 +148,13 @@ func FuzzHandshakeInput(f *testing.F) {
 	ex := (&exchange{kex: X25519, key: testKey("b").pub.key}).marshal()
 	f.Add(append(bytes.Clone(p), ex...))
 	f.Add(p)
+	// A Propose with an X25519 share (the local side's first choice, so
+	// no Exchange follows), then a frame in place of the Confirm.
+	ps := (&propose{version: 1, pubKey: testKey("b").pub.key, maxFrame: 1 << 20,
+		kexes: []KeyExchange{X25519}, ciphers: []aead.Suite{aead.AES128GCM},
+		ext: appendKeyShare(nil, X25519, x25519Point)}).marshal()
+	f.Add(append(bytes.Clone(ps), 0, 0, 0, 0x63))
+	f.Add(append(bytes.Clone(ps), append([]byte{0, 0, 0, 0x63}, make([]byte, 0x63)...)...))
 	f.Add(binary.BigEndian.AppendUint32(nil, 5000))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg := testConfig("a")
