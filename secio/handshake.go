@@ -52,10 +52,12 @@ func Server(ctx context.Context, conn net.Conn, cfg *Config) (*Conn, error) {
 }
 
 // handshakeArena is the room for the handshake messages and the
-// transcript input in a handshake's own state: enough for a fallback to
-// the Exchange flight with P-256 shares and keys (about 850 bytes); longer
-// messages (a peer sending large extensions) spill to the heap.
-const handshakeArena = 1024
+// transcript input in a handshake's own state: enough for two Proposes with
+// X25519 or P-256 shares (452 or 580 bytes with the default ciphers), and for
+// the Exchange flight with X25519 keys or without shares (up to 576).
+// Longer messages (a peer sending large extensions, a fallback to the
+// Exchange flight after P-256 shares) spill to the heap.
+const handshakeArena = 640
 
 // handshakeState carries one handshake from Propose to key confirmation.
 type handshakeState struct {
