@@ -82,16 +82,14 @@ type handshakeState struct {
 	first                         bool // the local preference order won
 	kex                           KeyExchange
 	suite                         aead.Suite
-	sendMax                       int
-
 	// shareKex is the key exchange of the local Propose's key share (0
 	// without one); useShares is set when both Proposes carry a share for
 	// kex, so that no Exchange is sent.
 	shareKex  KeyExchange
 	useShares bool
+	sendMax   int
 
 	eph        *ecdh.PrivateKey // local ephemeral key, from the share or the Exchange
-	peerKey    []byte           // the peer's ephemeral public key (aliases its message)
 	scalar     [32]byte         // ephemeral scalar as drawn, cleared after use
 	transcript [32]byte
 	confirm    [confirmSize]byte // the peer's Confirm plaintext
@@ -437,9 +435,6 @@ func (hs *handshakeState) processPropose() error {
 	// Both sides see the same two Proposes and the same kex, so they take
 	// the same decision.
 	hs.useShares = hs.shareKex == hs.kex && p.shareKex == hs.kex
-	if hs.useShares {
-		hs.peerKey = p.shareKey
-	}
 	return nil
 }
 
@@ -494,7 +489,7 @@ func (hs *handshakeState) readExchangeMsg() error {
 	return nil
 }
 
-// processExchange checks the peer's Exchange and takes its key.
+// processExchange checks the peer's Exchange.
 func (hs *handshakeState) processExchange() error {
 	e, err := parseExchange(hs.remoteExchange[frameHeaderSize:])
 	if err != nil {
@@ -503,7 +498,6 @@ func (hs *handshakeState) processExchange() error {
 	if e.kex != hs.kex {
 		return hs.fail("exchange", fmt.Errorf("%w: peer used %s, negotiated %s", ErrInvalidKeyExchange, e.kex, hs.kex))
 	}
-	hs.peerKey = e.key
 	return nil
 }
 
@@ -511,11 +505,13 @@ func (hs *handshakeState) processExchange() error {
 // its Exchange), computes the transcript hash and installs one AEAD per
 // direction.
 func (hs *handshakeState) deriveKeys() error {
-	step := "exchange"
-	if hs.useShares {
-		step = "key share"
+	step, peerKey := "key share", hs.remote.shareKey
+	if !hs.useShares {
+		// The key ends the Exchange checked by processExchange (type,
+		// code and u16 length before it).
+		step, peerKey = "exchange", hs.remoteExchange[frameHeaderSize+4:]
 	}
-	secret, err := sharedSecret(hs.kex, hs.eph, hs.peerKey)
+	secret, err := sharedSecret(hs.kex, hs.eph, peerKey)
 	hs.eph = nil
 	if err != nil {
 		return hs.fail(step, err)

@@ -24,6 +24,7 @@ const NonceSize = 16
 // propose is a decoded Propose message.
 type propose struct {
 	version  uint16
+	shareKex KeyExchange // see shareKey
 	nonce    [NonceSize]byte
 	pubKey   []byte // canonical encoding of an Ed25519 key
 	maxFrame uint32
@@ -31,9 +32,9 @@ type propose struct {
 	ciphers  []aead.Suite  // as sent, may include codes unknown here
 	ext      []byte        // extensions, validated TLV
 
-	// The key share extension, if present with a known code: its key
-	// exchange and public key (aliasing ext). shareKex is 0 otherwise.
-	shareKex KeyExchange
+	// The key share extension, if present with a known code: its public
+	// key (aliasing ext), for the key exchange shareKex. shareKex is 0
+	// otherwise.
 	shareKey []byte
 
 	// Room for the lists of a parsed Propose (parsePropose points kexes
