@@ -180,7 +180,7 @@ func editedServer(conn net.Conn, cfg *Config, edit func(hs *handshakeState) ([]b
 }
 
 // Extensions a side does not know are ignored and bound by the transcript:
-// a share with an unknown code (here a 1184-byte key under the reserved
+// a share with an unknown code (here 32 + 1184 bytes under the reserved
 // hybrid code 0x03) leaves the handshake to the Exchange flight; an
 // unknown extension type next to a usable share does not stop the shares
 // from being used. Both handshakes complete.
@@ -191,7 +191,7 @@ func TestUnknownKeyShareIgnored(t *testing.T) {
 		writes int // handshake messages each side sends
 	}{
 		{"unknown code", func(hs *handshakeState) ([]byte, KeyExchange) {
-			return share(3, make([]byte, 1184)), 0
+			return share(3, make([]byte, 32+1184)), 0
 		}, 3},
 		{"unknown code, one byte", func(hs *handshakeState) ([]byte, KeyExchange) {
 			return append(share(0x7f, nil), extPadding...), 0
