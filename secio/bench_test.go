@@ -22,37 +22,52 @@ import (
 // so that TIME_WAIT does not pile up). handshakes/s is wall-clock (both
 // sides run in parallel when GOMAXPROCS >= 2); handshakes/cpu-s divides by
 // the process's CPU time, which is the rate per core for a pair of
-// endpoints (each endpoint alone does half the work).
+// endpoints (each endpoint alone does half the work). The default
+// handshake is two flights (key shares); the ".../3-flight" cases send no
+// shares, so an Exchange flight follows, for a comparison in one run.
 func BenchmarkHandshake(b *testing.B) {
 	for _, tr := range []string{"pipe", "tcp"} {
 		for _, kex := range []KeyExchange{X25519, P256} {
-			b.Run(tr+"/"+kex.String(), func(b *testing.B) {
-				ca, cb := testConfig("a"), testConfig("b")
-				ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{kex}, []KeyExchange{kex}
-				pair := func() (net.Conn, net.Conn) { return net.Pipe() }
-				if tr == "tcp" {
-					pair = loopbackDialer(b)
-				}
-				b.ReportAllocs()
-				cpu0 := processCPUTime()
-				for b.Loop() {
-					x, y := pair()
-					sa, sb, errA, errB := handshakePair(x, y, ca, cb)
-					if errA != nil || errB != nil {
-						b.Fatal(errA, errB)
+			for _, share := range []bool{true, false} {
+				name := tr + "/" + kex.String()
+				if !share {
+					if kex != X25519 {
+						continue
 					}
-					sa.Close()
-					sb.Close()
+					name += "/3-flight"
 				}
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handshakes/s")
-				// Both sides of b.N handshakes per CPU-second of the
-				// process: the rate one core sustains when running both
-				// ends.
-				if cpu := processCPUTime() - cpu0; cpu > 0 {
-					b.ReportMetric(float64(b.N)/cpu.Seconds(), "handshakes/cpu-s")
-				}
-			})
+				b.Run(name, func(b *testing.B) {
+					ca, cb := testConfig("a"), testConfig("b")
+					ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{kex}, []KeyExchange{kex}
+					ca.noKeyShare, cb.noKeyShare = !share, !share
+					benchHandshake(b, tr, ca, cb)
+				})
+			}
 		}
+	}
+}
+
+func benchHandshake(b *testing.B, tr string, ca, cb *Config) {
+	pair := func() (net.Conn, net.Conn) { return net.Pipe() }
+	if tr == "tcp" {
+		pair = loopbackDialer(b)
+	}
+	b.ReportAllocs()
+	cpu0 := processCPUTime()
+	for b.Loop() {
+		x, y := pair()
+		sa, sb, errA, errB := handshakePair(x, y, ca, cb)
+		if errA != nil || errB != nil {
+			b.Fatal(errA, errB)
+		}
+		sa.Close()
+		sb.Close()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handshakes/s")
+	// Both sides of b.N handshakes per CPU-second of the process: the
+	// rate one core sustains when running both ends.
+	if cpu := processCPUTime() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(b.N)/cpu.Seconds(), "handshakes/cpu-s")
 	}
 }
 

@@ -48,9 +48,9 @@ func FuzzHandshakeMessages(f *testing.F) {
 			}
 			// A recorded share has a known code and the right key length,
 			// and is inside the extensions.
-			if pr.shareKex != 0 && (!pr.shareKex.Valid() || len(pr.shareKey) != pr.shareKex.publicKeySize() ||
-				!bytes.Contains(pr.ext, appendKeyShare(nil, pr.shareKex, pr.shareKey))) {
-				t.Fatalf("parsePropose recorded share %s %x", pr.shareKex, pr.shareKey)
+			if pr.shareKex != 0 && (!pr.shareKex.Valid() || len(pr.shareKey()) != pr.shareKex.publicKeySize() ||
+				!bytes.Contains(pr.ext, appendKeyShare(nil, pr.shareKex, pr.shareKey()))) {
+				t.Fatalf("parsePropose recorded share %s %x", pr.shareKex, pr.shareKey())
 			}
 		} else if !errors.Is(err, ErrInvalidMessage) {
 			t.Fatalf("untyped error %v", err)

@@ -505,7 +505,7 @@ func (hs *handshakeState) processExchange() error {
 // its Exchange), computes the transcript hash and installs one AEAD per
 // direction.
 func (hs *handshakeState) deriveKeys() error {
-	step, peerKey := "key share", hs.remote.shareKey
+	step, peerKey := "key share", hs.remote.shareKey()
 	if !hs.useShares {
 		// The key ends the Exchange checked by processExchange (type,
 		// code and u16 length before it).

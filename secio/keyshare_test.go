@@ -283,7 +283,7 @@ func TestExchangeReusesShare(t *testing.T) {
 					}
 				} else if p.shareKex != k {
 					want += 32 // the share's scalar, unused
-				} else if !bytes.Equal(e.key, p.shareKey) {
+				} else if !bytes.Equal(e.key, p.shareKey()) {
 					t.Fatalf("%s: Exchange key differs from its %s share", side.name, k)
 				}
 				if e.kex != k || side.n != want {

@@ -23,19 +23,17 @@ const NonceSize = 16
 
 // propose is a decoded Propose message.
 type propose struct {
-	version  uint16
-	shareKex KeyExchange // see shareKey
+	version uint16
+	// The key share, if present with a known code: its key exchange and
+	// where its key starts in ext (see shareKey). shareKex is 0 otherwise.
+	shareKex KeyExchange
+	shareAt  uint16
 	nonce    [NonceSize]byte
 	pubKey   []byte // canonical encoding of an Ed25519 key
 	maxFrame uint32
 	kexes    []KeyExchange // as sent, may include codes unknown here
 	ciphers  []aead.Suite  // as sent, may include codes unknown here
 	ext      []byte        // extensions, validated TLV
-
-	// The key share extension, if present with a known code: its public
-	// key (aliasing ext), for the key exchange shareKex. shareKex is 0
-	// otherwise.
-	shareKey []byte
 
 	// Room for the lists of a parsed Propose (parsePropose points kexes
 	// and ciphers here, so a propose must not be copied after parsing).
@@ -112,6 +110,14 @@ func (r *reader) end(what string) error {
 		return fmt.Errorf("%w: %d trailing bytes after %s", ErrInvalidMessage, len(r.b), what)
 	}
 	return nil
+}
+
+// shareKey returns the key of p's key share (aliasing ext), or nil.
+func (p *propose) shareKey() []byte {
+	if p.shareKex == 0 {
+		return nil
+	}
+	return p.ext[p.shareAt : int(p.shareAt)+p.shareKex.publicKeySize()]
 }
 
 // appendTo appends p as a handshake message (length prefix included).
@@ -218,13 +224,13 @@ func appendKeyShare(b []byte, k KeyExchange, key []byte) []byte {
 
 // parseExtensions validates the extension block of p: a sequence of
 // (type u16, length u16, value) entries with strictly increasing types.
-// It records a key share with a known code in p.shareKex and p.shareKey;
+// It records a key share with a known code in p.shareKex and p.shareAt;
 // a share with an unknown code is ignored, as are unknown extensions
 // (both are still bound by the transcript). A share that is empty, or
 // whose key has the wrong length for its known code, is an error; so is a
 // second share (a repeated type).
 func (p *propose) parseExtensions() error {
-	p.shareKex, p.shareKey = 0, nil
+	p.shareKex, p.shareAt = 0, 0
 	r := reader{b: p.ext}
 	last := -1
 	for len(r.b) > 0 && !r.bad {
@@ -253,7 +259,7 @@ func (p *propose) parseExtensions() error {
 		if len(v)-1 != k.publicKeySize() {
 			return fmt.Errorf("%w: %s key share of %d bytes, want %d", ErrInvalidMessage, k, len(v)-1, k.publicKeySize())
 		}
-		p.shareKex, p.shareKey = k, v[1:]
+		p.shareKex, p.shareAt = k, uint16(len(p.ext)-len(r.b)-len(v)+1)
 	}
 	return r.end("extensions")
 }
