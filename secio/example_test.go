@@ -11,8 +11,8 @@ import (
 )
 
 // Two nodes secure a connection (here a net.Pipe) and exchange a message.
-// The dialler pins the listener's peer ID, which is checked before any key
-// work.
+// The dialler pins the listener's peer ID, which is checked as soon as the
+// listener's Propose arrives, before any ECDH.
 func ExampleClient() {
 	serverKey, _ := secio.GenerateKey()
 	clientKey, _ := secio.GenerateKey()
