@@ -17,7 +17,7 @@ import (
 //
 // The /p2p/ part is kept apart from the multiaddr because tendril peer IDs are BLAKE3
 // multihashes, which go-multiaddr's /p2p/ codec (sha2-256 and identity only) does not accept.
-// A dial to an Addr with a peer ID verifies it inside the handshake, before any key work.
+// A dial to an Addr with a peer ID verifies it inside the handshake, before any ECDH.
 type Addr struct {
 	// Transport is the network part, e.g. /ip4/127.0.0.1/tcp/4001.
 	Transport ma.Multiaddr

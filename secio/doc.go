@@ -11,10 +11,13 @@
 //
 // [Client] and [Server] run the same symmetric handshake (only the dialling
 // differs): each side sends a Propose (nonce, identity key, key exchanges
-// and ciphers in preference order, maximum frame size, version), then an
-// Exchange (an ephemeral X25519 or P-256 key), then, encrypted, a Confirm
-// that echoes the peer's nonce and signs the transcript hash, which binds
-// both Proposes and both Exchanges as sent. The side whose
+// and ciphers in preference order, maximum frame size, version, and a key
+// share: an ephemeral X25519 or P-256 key for its most preferred exchange),
+// then, encrypted, a Confirm that echoes the peer's nonce and signs the
+// transcript hash, which binds both Proposes as sent. That is two flights;
+// when the two shares are not for the negotiated exchange (different
+// preferences, or a peer sending none), an Exchange flight with the
+// ephemeral keys comes in between and the transcript binds it too. The side whose
 // BLAKE3(remote key || local nonce) is larger has its preference order
 // honoured. Keys come from BLAKE3 in derive-key mode over the transcript
 // hash and the ECDH secret, one per direction. The wire format is specified
