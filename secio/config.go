@@ -48,7 +48,7 @@ type Config struct {
 	Ciphers []aead.Suite
 
 	// KeyExchanges lists the ephemeral key exchanges offered, most
-	// preferred first. Nil means DefaultKeyExchanges() (X25519, then P-256).
+	// preferred first. Nil means DefaultKeyExchanges() (P-256, then X25519).
 	KeyExchanges []KeyExchange
 
 	// HandshakeTimeout bounds the whole handshake. Zero means

@@ -108,10 +108,10 @@ func TestHandshakeFlights(t *testing.T) {
 		flights int
 		kex     KeyExchange
 	}{
-		{"default", func(t *testing.T, ca, cb *Config) {}, 2, X25519},
-		{"client without share", func(t *testing.T, ca, cb *Config) { noShare(ca) }, 3, X25519},
-		{"server without share", func(t *testing.T, ca, cb *Config) { noShare(cb) }, 3, X25519},
-		{"neither shares", func(t *testing.T, ca, cb *Config) { noShare(ca); noShare(cb) }, 3, X25519},
+		{"default", func(t *testing.T, ca, cb *Config) {}, 2, P256},
+		{"client without share", func(t *testing.T, ca, cb *Config) { noShare(ca) }, 3, P256},
+		{"server without share", func(t *testing.T, ca, cb *Config) { noShare(cb) }, 3, P256},
+		{"neither shares", func(t *testing.T, ca, cb *Config) { noShare(ca); noShare(cb) }, 3, P256},
 		// The first side's preference decides; the second side's share is
 		// for the other exchange, so an Exchange flight follows.
 		{"mismatch, client first", func(t *testing.T, ca, cb *Config) {
@@ -125,9 +125,9 @@ func TestHandshakeFlights(t *testing.T) {
 		{"P-256 only", func(t *testing.T, ca, cb *Config) {
 			ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{P256}, []KeyExchange{P256}
 		}, 2, P256},
-		{"both prefer P-256", func(t *testing.T, ca, cb *Config) {
-			ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{P256, X25519}, []KeyExchange{P256, X25519}
-		}, 2, P256},
+		{"both prefer X25519", func(t *testing.T, ca, cb *Config) {
+			ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{X25519, P256}, []KeyExchange{X25519, P256}
+		}, 2, X25519},
 		// The server's P-256 share is unusable: the client knows only X25519.
 		{"server share not offered by client", func(t *testing.T, ca, cb *Config) {
 			ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{X25519}, []KeyExchange{P256, X25519}

@@ -76,8 +76,10 @@ func runVectorHandshake(t *testing.T, v *handshakeVector, noKeyShare bool) (clie
 	ck, _ := UnmarshalPrivateKey(cs)
 	sk, _ := UnmarshalPrivateKey(ss)
 	ciphers := []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}
-	cc := &Config{PrivateKey: ck, Ciphers: ciphers, Rand: bytes.NewReader(cr)}
-	sc := &Config{PrivateKey: sk, Ciphers: ciphers, Rand: bytes.NewReader(sr)}
+	// The vectors pin both lists, so that they do not follow the defaults.
+	kexes := []KeyExchange{X25519, P256}
+	cc := &Config{PrivateKey: ck, Ciphers: ciphers, KeyExchanges: kexes, Rand: bytes.NewReader(cr)}
+	sc := &Config{PrivateKey: sk, Ciphers: ciphers, KeyExchanges: kexes, Rand: bytes.NewReader(sr)}
 	cc.noKeyShare, sc.noKeyShare = noKeyShare, noKeyShare
 	var rc, rs recorder
 	a, b := net.Pipe()
