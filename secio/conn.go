@@ -126,7 +126,11 @@ type outHalf struct {
 	ctr    counter
 	maxLen int   // largest plaintext per frame
 	err    error // sticky
-	wb     writeBehind
+	// wb is made at the first large frame (see writeBehind); deadline
+	// is the user's write deadline (Unix nanoseconds, 0 for none), which
+	// bounds Close's wait for it.
+	wb       atomic.Pointer[writeBehind]
+	deadline atomic.Int64
 }
 
 // Buffer pools. Class i holds buffers of classSize(i) bytes: 512, then
@@ -455,16 +459,24 @@ func (c *Conn) Write(p []byte) (int, error) {
 // or any frame while others are queued (the wire order is the sealing
 // order).
 func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
-	queued, err := out.wb.active()
-	if err != nil {
-		return err
+	wb := out.wb.Load()
+	queued := false
+	if wb != nil {
+		var err error
+		if queued, err = wb.active(); err != nil {
+			return err
+		}
 	}
 	frame, err := out.sealFrame(chunk)
 	if err != nil {
 		return err
 	}
 	if queued || len(chunk) >= writeBehindMin {
-		return out.wb.push(conn, frame)
+		if wb == nil {
+			wb = newWriteBehind(conn)
+			out.wb.Store(wb)
+		}
+		return wb.push(frame)
 	}
 	_, err = conn.Write(*frame)
 	putBuffer(frame)
@@ -511,7 +523,9 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		first = true
 		c.closed.Store(true)
-		c.out.wb.drain(c.conn)
+		if wb := c.out.wb.Load(); wb != nil {
+			wb.drain(c.out.deadline.Load())
+		}
 		c.closeErr = c.conn.Close()
 		// Give back a buffer holding part of a frame, unless a Read is
 		// in progress (it does so itself when it fails).
@@ -534,7 +548,7 @@ func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
 
 // SetDeadline sets the underlying connection's read and write deadlines.
 func (c *Conn) SetDeadline(t time.Time) error {
-	c.out.wb.setDeadline(t)
+	c.out.setDeadline(t)
 	return c.conn.SetDeadline(t)
 }
 
@@ -544,8 +558,17 @@ func (c *Conn) SetReadDeadline(t time.Time) error { return c.conn.SetReadDeadlin
 // SetWriteDeadline sets the underlying connection's write deadline. A
 // write that times out leaves the stream mid-frame, so it is permanent.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	c.out.wb.setDeadline(t)
+	c.out.setDeadline(t)
 	return c.conn.SetWriteDeadline(t)
+}
+
+// setDeadline records the user's write deadline for Close.
+func (out *outHalf) setDeadline(t time.Time) {
+	var d int64
+	if !t.IsZero() {
+		d = t.UnixNano()
+	}
+	out.deadline.Store(d)
 }
 
 // NetConn returns the underlying connection. Reading or writing it directly

@@ -3,7 +3,6 @@ package secio
 import (
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -28,12 +27,13 @@ const (
 // the connection (as crypto/tls bounds its close_notify); tests shorten it.
 var closeDrainTimeout = 5 * time.Second
 
-// writeBehind is the queue of sealed frames and the goroutine draining it.
-// The goroutine exists only while frames are pending, so an idle Conn has
-// none. Starting it allocates nothing (its function value is made once).
+// writeBehind is the queue of sealed frames and the goroutine draining it,
+// made for a Conn at its first large frame. The goroutine exists only while
+// frames are pending, so an idle Conn has none. Starting it allocates
+// nothing (its function value is made once).
 type writeBehind struct {
-	q    chan *[]byte // sealed frames in wire order; made on first use
-	conn net.Conn     // where they go; set on first use
+	q    chan *[]byte // sealed frames in wire order
+	conn net.Conn     // where they go
 	run  func()       // w.writeLoop, bound once
 
 	mu      sync.Mutex
@@ -41,10 +41,13 @@ type writeBehind struct {
 	running bool      // a writer goroutine is draining q
 	drained sync.Cond // signalled when running becomes false; L is &mu
 	err     error     // first write error, sticky
+}
 
-	// deadline is the write deadline set by the user (Unix nanoseconds,
-	// 0 for none), which Close keeps if it is earlier than its own bound.
-	deadline atomic.Int64
+func newWriteBehind(conn net.Conn) *writeBehind {
+	w := &writeBehind{q: make(chan *[]byte, writeBehindDepth), conn: conn}
+	w.run = w.writeLoop
+	w.drained.L = &w.mu
+	return w
 }
 
 // active reports whether frames are queued, in which case a new frame must
@@ -56,22 +59,15 @@ func (w *writeBehind) active() (bool, error) {
 	return w.pending > 0, w.err
 }
 
-// push queues frame (a pooled buffer, owned by the queue from now on) for
-// writing to conn, starting the writer if none runs. It blocks while
-// writeBehindDepth frames are waiting. Callers are serialised (outHalf.mu)
-// and always pass the same conn.
-func (w *writeBehind) push(conn net.Conn, frame *[]byte) error {
+// push queues frame (a pooled buffer, owned by the queue from now on),
+// starting the writer if none runs. It blocks while writeBehindDepth frames
+// are waiting. Callers are serialised (outHalf.mu).
+func (w *writeBehind) push(frame *[]byte) error {
 	w.mu.Lock()
 	if w.err != nil {
 		w.mu.Unlock()
 		putBuffer(frame)
 		return w.err
-	}
-	if w.q == nil {
-		w.q = make(chan *[]byte, writeBehindDepth)
-		w.conn = conn
-		w.run = w.writeLoop
-		w.drained.L = &w.mu
 	}
 	w.pending++
 	if !w.running {
@@ -112,31 +108,23 @@ func (w *writeBehind) writeLoop() {
 }
 
 // drain waits until the queued frames are written, bounded by
-// closeDrainTimeout or the user's earlier write deadline, after which the
-// writer's blocked write fails and it exits. Close calls it with the Conn
-// already marked closed.
-func (w *writeBehind) drain(conn net.Conn) {
+// closeDrainTimeout or the user's earlier write deadline (Unix nanoseconds,
+// 0 for none), after which the writer's blocked write fails and it exits.
+// Close calls it with the Conn already marked closed.
+func (w *writeBehind) drain(deadline int64) {
+	conn := w.conn
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.running {
 		return
 	}
 	limit := time.Now().Add(closeDrainTimeout)
-	if d := w.deadline.Load(); d != 0 && d < limit.UnixNano() {
-		limit = time.Unix(0, d)
+	if deadline != 0 && deadline < limit.UnixNano() {
+		limit = time.Unix(0, deadline)
 	}
 	_ = conn.SetWriteDeadline(limit)
 	_ = conn.SetReadDeadline(time.Unix(1, 0)) // a blocked Read returns ErrClosed now
 	for w.running {
 		w.drained.Wait()
 	}
-}
-
-// setDeadline records the user's write deadline for drain.
-func (w *writeBehind) setDeadline(t time.Time) {
-	if t.IsZero() {
-		w.deadline.Store(0)
-		return
-	}
-	w.deadline.Store(t.UnixNano())
 }

@@ -64,9 +64,13 @@ func TestWriteBehindOrder(t *testing.T) {
 func waitIdleWriter(t *testing.T, c *Conn) {
 	t.Helper()
 	for start := time.Now(); ; time.Sleep(time.Millisecond) {
-		c.out.wb.mu.Lock()
-		running, pending := c.out.wb.running, c.out.wb.pending
-		c.out.wb.mu.Unlock()
+		w := c.out.wb.Load()
+		if w == nil {
+			t.Fatal("no frame was written behind")
+		}
+		w.mu.Lock()
+		running, pending := w.running, w.pending
+		w.mu.Unlock()
 		if !running && pending == 0 {
 			return
 		}
@@ -188,7 +192,7 @@ func TestWriteBehindSmallWritesDirect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if a.out.wb.q != nil {
+	if a.out.wb.Load() != nil {
 		t.Fatal("small writes went through the write-behind queue")
 	}
 }
