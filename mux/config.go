@@ -2,7 +2,6 @@ package mux
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -162,7 +161,9 @@ func (c *Config) yamuxConfig() *yamux.Config {
 	if c.Logger != nil {
 		y.Logger = slogAdapter{c.Logger}
 	} else {
-		y.LogOutput = io.Discard
+		// Not LogOutput = io.Discard: yamux would make a log.Logger per
+		// session and format every line (a reset connection logs one).
+		y.Logger = discardLogger{}
 	}
 	return y
 }

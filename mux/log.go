@@ -7,6 +7,14 @@ import (
 	"strings"
 )
 
+// discardLogger implements yamux.Logger by doing nothing, not even
+// formatting.
+type discardLogger struct{}
+
+func (discardLogger) Print(...any)          {}
+func (discardLogger) Printf(string, ...any) {}
+func (discardLogger) Println(...any)        {}
+
 // slogAdapter implements yamux.Logger on top of slog.
 type slogAdapter struct{ l *slog.Logger }
 
