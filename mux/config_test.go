@@ -30,7 +30,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("populate = %+v", p)
 	}
 	y := p.yamuxConfig()
-	if y.EnableKeepAlive || y.AcceptBacklog != 64 || y.MaxStreamWindowSize != 1<<20 || y.LogOutput == nil {
+	if y.EnableKeepAlive || y.AcceptBacklog != 64 || y.MaxStreamWindowSize != 1<<20 || y.Logger != (discardLogger{}) {
 		t.Fatalf("yamux config = %+v", y)
 	}
 	if MaxFrameSize(nil) != 1<<20+12 || MaxFrameSize(&Config{MaxStreamWindow: 4 << 20}) != 4<<20+12 {
