@@ -64,6 +64,19 @@ func (c *recordConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// recordedHandshake runs a handshake over net.Pipe, recording what each
+// side writes; it fails the test if either side fails.
+func recordedHandshake(t *testing.T, ca, cb *Config) (sa, sb *Conn, wa, wb *recorder) {
+	t.Helper()
+	wa, wb = &recorder{}, &recorder{}
+	x, y := net.Pipe()
+	sa, sb, errA, errB := handshakePair(&recordConn{Conn: x, rec: wa}, &recordConn{Conn: y, rec: wb}, ca, cb)
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	return sa, sb, wa, wb
+}
+
 // TestFlippedBitInHandshake flips one bit of each byte of the handshake in
 // turn, in each direction, for the two-flight handshake (Propose and
 // Confirm) and the three-flight one (both sides without a key share). A

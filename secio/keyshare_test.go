@@ -250,12 +250,7 @@ func TestExchangeReusesShare(t *testing.T) {
 			tc.cb(cb)
 			ra, rb := &countingRand{}, &countingRand{}
 			ca.Rand, cb.Rand = ra, rb
-			var wa, wb recorder
-			x, y := net.Pipe()
-			sa, sb, errA, errB := handshakePair(&recordConn{Conn: x, rec: &wa}, &recordConn{Conn: y, rec: &wb}, ca, cb)
-			if errA != nil || errB != nil {
-				t.Fatal(errA, errB)
-			}
+			sa, sb, wa, wb := recordedHandshake(t, ca, cb)
 			sa.Close()
 			sb.Close()
 			k := sa.KeyExchange()

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"net"
 	"os"
 	"testing"
 
@@ -81,12 +80,7 @@ func runVectorHandshake(t *testing.T, v *handshakeVector, noKeyShare bool) (clie
 	cc := &Config{PrivateKey: ck, Ciphers: ciphers, KeyExchanges: kexes, Rand: bytes.NewReader(cr)}
 	sc := &Config{PrivateKey: sk, Ciphers: ciphers, KeyExchanges: kexes, Rand: bytes.NewReader(sr)}
 	cc.noKeyShare, sc.noKeyShare = noKeyShare, noKeyShare
-	var rc, rs recorder
-	a, b := net.Pipe()
-	ca, cb, errA, errB := handshakePair(&recordConn{Conn: a, rec: &rc}, &recordConn{Conn: b, rec: &rs}, cc, sc)
-	if errA != nil || errB != nil {
-		t.Fatal(errA, errB)
-	}
+	ca, cb, rc, rs := recordedHandshake(t, cc, sc)
 	defer ca.Close()
 	defer cb.Close()
 	go ca.Write([]byte(v.ClientData))
