@@ -442,12 +442,11 @@ func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string
 	return st, version, nil
 }
 
-// openStream opens a mux stream and negotiates p on it, within NegotiationTimeout.
+// openStream opens a mux stream and negotiates p on it, within NegotiationTimeout. The
+// session's end needs no watcher here: closing the mux fails the stream's I/O.
 func (s *Session) openStream(ctx context.Context, p *Protocol) (*mux.Stream, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.svc.cfg.NegotiationTimeout)
 	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
 	st, err := s.mux.OpenStream(ctx)
 	if err != nil {
 		if errors.Is(err, mux.ErrTooManyStreams) {
@@ -525,8 +524,9 @@ func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 	defer s.wg.Done()
 	// The acceptor waits half as long again as the opener: when a request stalls, the opener
 	// (whose timer started first) must be the one to time out and report it, rather than see
-	// the acceptor give up and close the stream a moment earlier.
-	ctx, cancel := context.WithTimeout(s.ctx, s.svc.cfg.NegotiationTimeout*3/2)
+	// the acceptor give up and close the stream a moment earlier. Not derived from s.ctx:
+	// closing the mux fails the stream's I/O, and a child would cost each session a map.
+	ctx, cancel := context.WithTimeout(context.Background(), s.svc.cfg.NegotiationTimeout*3/2)
 	info, version, err := protocol.Accept(ctx, st, s.svc.registry)
 	cancel()
 	st.Shrink()
