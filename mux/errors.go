@@ -86,3 +86,11 @@ func mapErr(err error) error {
 	}
 	return err
 }
+
+// closedError is ErrSessionClosed wrapping why the session closed. Its message
+// is built only when asked for: every session that ends on a connection error
+// makes one, and most are never printed.
+type closedError struct{ cause error }
+
+func (e *closedError) Error() string   { return ErrSessionClosed.Error() + ": " + e.cause.Error() }
+func (e *closedError) Unwrap() []error { return []error{ErrSessionClosed, e.cause} }

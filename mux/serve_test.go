@@ -152,8 +152,11 @@ func TestServeClosedOnce(t *testing.T) {
 			}
 			select {
 			case err := <-done:
-				if !errors.Is(err, tc.want) {
-					t.Errorf("closed(%v), want %v", err, tc.want)
+				if !errors.Is(err, tc.want) || !errors.Is(err, ErrSessionClosed) {
+					t.Errorf("closed(%v), want %v and ErrSessionClosed", err, tc.want)
+				}
+				if tc.want != ErrSessionClosed && err.Error() != ErrSessionClosed.Error()+": "+tc.want.Error() {
+					t.Errorf("closed(%q): the message does not name the cause", err)
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatal("closed not called")

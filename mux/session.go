@@ -363,7 +363,7 @@ func (s *Session) closeCause(err error) error {
 	if err == yamux.ErrSessionShutdown {
 		return ErrSessionClosed
 	}
-	return fmt.Errorf("%w: %w", ErrSessionClosed, mapErr(err))
+	return &closedError{cause: mapErr(err)}
 }
 
 // Close closes the session and its connection. Streams fail with
