@@ -535,32 +535,42 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 	close(release)
 }
 
+// TestGracefulCloseDeliversInFlight: messages queued before Close all arrive, small ones and
+// ones large enough that the secure connection writes their frames behind the caller.
 func TestGracefulCloseDeliversInFlight(t *testing.T) {
-	const n = 500
-	bb := newInbox()
-	a := newService(t, Config{Protocols: []Protocol{echoProto("/g", newInbox())}})
-	b := newService(t, Config{Protocols: []Protocol{echoProto("/g", bb)}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.OpenProtocol(context.Background(), "/g"); err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		if err := sess.SendContext(context.Background(), "/g", digestMsg(i, 2000)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := a.Close(); err != nil {
-		t.Fatalf("graceful close: %v", err)
-	}
-	bb.waitFor(t, "in-flight messages", func() bool { return len(bb.msgs) == n && bb.gone == 1 })
-	if _, err := a.Dial(context.Background(), b.Addrs()[0]); !errors.Is(err, ErrServiceClosed) {
-		t.Fatalf("dial after close: %v", err)
-	}
-	// Events is closed after Close.
-	for range a.Events() {
+	for _, tc := range []struct{ n, size int }{{500, 2000}, {40, 100 << 10}} {
+		t.Run(fmt.Sprintf("%dx%dB", tc.n, tc.size), func(t *testing.T) {
+			bb := newInbox()
+			a := newService(t, Config{Protocols: []Protocol{echoProto("/g", newInbox())}})
+			b := newService(t, Config{Protocols: []Protocol{echoProto("/g", bb)}})
+			sess, err := a.Dial(context.Background(), listen(t, b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sess.OpenProtocol(context.Background(), "/g"); err != nil {
+				t.Fatal(err)
+			}
+			for i := range tc.n {
+				if err := sess.SendContext(context.Background(), "/g", digestMsg(i, tc.size)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Close(); err != nil {
+				t.Fatalf("graceful close: %v", err)
+			}
+			bb.waitFor(t, "in-flight messages", func() bool { return len(bb.msgs) == tc.n && bb.gone == 1 })
+			for _, m := range bb.msgs {
+				if !checkDigest(m) {
+					t.Fatal("corrupt message")
+				}
+			}
+			if _, err := a.Dial(context.Background(), b.Addrs()[0]); !errors.Is(err, ErrServiceClosed) {
+				t.Fatalf("dial after close: %v", err)
+			}
+			// Events is closed after Close.
+			for range a.Events() {
+			}
+		})
 	}
 }
 
