@@ -286,18 +286,26 @@ func checkDigest(m []byte) bool {
 	return bytes.Equal(sum[:], m[:32])
 }
 
-func TestOrderingTenThousand(t *testing.T) {
-	const n = 10000
-	bb := newInbox()
-	a := newService(t, Config{Protocols: []Protocol{echoProto("/seq", newInbox())}})
-	b := newService(t, Config{Protocols: []Protocol{echoProto("/seq", bb)}})
+// echoPair dials from a Service to another, both serving protocol name with echoProto, and
+// opens it; messages arriving at the listening side go to bb.
+func echoPair(t *testing.T, name string) (sess *Session, bb *inbox, a, b *Service) {
+	t.Helper()
+	bb = newInbox()
+	a = newService(t, Config{Protocols: []Protocol{echoProto(name, newInbox())}})
+	b = newService(t, Config{Protocols: []Protocol{echoProto(name, bb)}})
 	sess, err := a.Dial(context.Background(), listen(t, b))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sess.OpenProtocol(context.Background(), "/seq"); err != nil {
+	if err := sess.OpenProtocol(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
+	return sess, bb, a, b
+}
+
+func TestOrderingTenThousand(t *testing.T) {
+	const n = 10000
+	sess, bb, _, _ := echoPair(t, "/seq")
 	ctx := context.Background()
 	for i := range n {
 		if err := sess.SendContext(ctx, "/seq", digestMsg(i, 40)); err != nil {
@@ -313,16 +321,7 @@ func TestOrderingTenThousand(t *testing.T) {
 }
 
 func TestMessageSizes(t *testing.T) {
-	bb := newInbox()
-	a := newService(t, Config{Protocols: []Protocol{echoProto("/size", newInbox())}})
-	b := newService(t, Config{Protocols: []Protocol{echoProto("/size", bb)}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.OpenProtocol(context.Background(), "/size"); err != nil {
-		t.Fatal(err)
-	}
+	sess, bb, _, _ := echoPair(t, "/size")
 	sizes := []int{1, 2, 100, 1 << 10, 64 << 10, 1<<20 + 7, 4 << 20}
 	var sent [][]byte
 	for _, n := range sizes {
@@ -540,16 +539,7 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 func TestGracefulCloseDeliversInFlight(t *testing.T) {
 	for _, tc := range []struct{ n, size int }{{500, 2000}, {40, 100 << 10}} {
 		t.Run(fmt.Sprintf("%dx%dB", tc.n, tc.size), func(t *testing.T) {
-			bb := newInbox()
-			a := newService(t, Config{Protocols: []Protocol{echoProto("/g", newInbox())}})
-			b := newService(t, Config{Protocols: []Protocol{echoProto("/g", bb)}})
-			sess, err := a.Dial(context.Background(), listen(t, b))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sess.OpenProtocol(context.Background(), "/g"); err != nil {
-				t.Fatal(err)
-			}
+			sess, bb, a, b := echoPair(t, "/g")
 			for i := range tc.n {
 				if err := sess.SendContext(context.Background(), "/g", digestMsg(i, tc.size)); err != nil {
 					t.Fatal(err)
