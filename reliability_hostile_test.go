@@ -437,6 +437,11 @@ func TestHostileStreams(t *testing.T) {
 			streams = append(streams, st)
 			if i%2 == 0 {
 				st.Write([]byte{0x54, 0x4e, 1}) // half a header
+			} else {
+				// Announce the stream without a byte of request: a Read sends its opening.
+				st.SetReadDeadline(time.Now().Add(time.Millisecond))
+				st.Read(make([]byte, 1))
+				st.SetReadDeadline(time.Time{})
 			}
 		}
 		// One stream trickles a valid request one byte per second.

@@ -455,7 +455,6 @@ func (s *Session) openStream(ctx context.Context, p *Protocol) (*mux.Stream, str
 		return nil, "", fmt.Errorf("tendril: open %s: %w", p.Name, err)
 	}
 	version, err := protocol.Negotiate(ctx, st, p.Name, p.Versions)
-	st.Shrink() // what negotiation buffered is consumed; an idle stream keeps no buffer
 	if err != nil {
 		st.Reset()
 		err = fmt.Errorf("tendril: negotiate %s: %w", p.Name, err)
@@ -529,7 +528,6 @@ func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.svc.cfg.NegotiationTimeout*3/2)
 	info, version, err := protocol.Accept(ctx, st, s.svc.registry)
 	cancel()
-	st.Shrink()
 	if err != nil {
 		st.Close() // not Reset: the refusal must reach the opener
 		s.svc.emit(s.protoEvent(EventNegotiationFailed, info.Name, "", fmt.Errorf("tendril: accept protocol: %w", err)))

@@ -16,7 +16,10 @@ import (
 func benchStreams(b *testing.B, plain bool) (client, server net.Conn, cleanup func()) {
 	a, c := tcpPair(b)
 	if plain {
-		ycfg := (&Config{KeepAliveInterval: -1}).mustPopulate().yamuxConfig()
+		ycfg := yamux.DefaultConfig()
+		ycfg.EnableKeepAlive = false
+		ycfg.MaxStreamWindowSize = 16 << 20
+		ycfg.LogOutput = io.Discard
 		ys, _ := yamux.Client(a, ycfg)
 		ss, _ := yamux.Server(c, ycfg)
 		st, err := ys.OpenStream()
@@ -45,14 +48,6 @@ func benchStreams(b *testing.B, plain bool) (client, server net.Conn, cleanup fu
 	}
 	acc.Read(make([]byte, 1))
 	return st, acc, func() { cs.Close(); ss.Close() }
-}
-
-func (c *Config) mustPopulate() *Config {
-	p, err := c.populate()
-	if err != nil {
-		panic(err)
-	}
-	return p
 }
 
 func impls() []struct {

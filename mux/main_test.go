@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"encoding/binary"
 	"net"
 	"testing"
 
@@ -58,4 +59,12 @@ func sessionPair(t testing.TB, a, b net.Conn, ccfg, scfg *Config) (*Session, *Se
 		s.Close()
 	})
 	return c, s
+}
+
+// hdr encodes a frame header, for tests that play a peer by hand.
+func hdr(typ uint8, flags uint16, id, length uint32) []byte {
+	h := []byte{protoVersion, typ}
+	h = binary.BigEndian.AppendUint16(h, flags)
+	h = binary.BigEndian.AppendUint32(h, id)
+	return binary.BigEndian.AppendUint32(h, length)
 }

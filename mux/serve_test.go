@@ -170,9 +170,8 @@ func TestServeClosedOnce(t *testing.T) {
 	}
 }
 
-// TestServeOpeningPatterns: streams whose opening is held back for a next frame still reach
-// the peer whatever the opener does next: close at once, read first (the peer speaks
-// first), or nothing at all for a while.
+// TestServeOpeningPatterns: a stream's opening travels with its first frame, whatever the
+// opener does first: close at once, read (the peer speaks first), or write after a while.
 func TestServeOpeningPatterns(t *testing.T) {
 	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
 		a, b := newPair()
@@ -202,12 +201,15 @@ func TestServeOpeningPatterns(t *testing.T) {
 			t.Fatalf("stream closed at once: handler saw %s", g)
 		}
 
-		// Open and wait: the timer sends the opening; the handler then waits for data.
+		// Open and wait: the opening travels with the first data, not before.
 		st, err = c.OpenStream(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the peer to see an opening nobody wrote after", func() bool { return s.NumStreams() == 1 })
+		time.Sleep(20 * time.Millisecond)
+		if n := s.NumStreams(); n != 0 {
+			t.Fatalf("the peer sees %d streams before any was written", n)
+		}
 		st.Write([]byte{1})
 		if g := <-got; g != "data" {
 			t.Fatalf("delayed first write: handler saw %s", g)

@@ -192,6 +192,7 @@ func TestMaxStreamsOutbound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			st.Write([]byte{1}) // announce it
 			streams = append(streams, st)
 		}
 		if _, err := c.OpenStream(ctx); !errors.Is(err, ErrTooManyStreams) {
@@ -209,6 +210,7 @@ func TestMaxStreamsOutbound(t *testing.T) {
 		if err != nil {
 			t.Fatalf("OpenStream after Reset: %v", err)
 		}
+		st.Write([]byte{1})
 		streams = append(streams, st)
 		// A close on both sides frees a slot.
 		streams[1].Close()
@@ -298,6 +300,7 @@ func TestAcceptBacklog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		st.Write([]byte{1}) // announce it (the refusal of 3 and 4 may already be back)
 		streams = append(streams, st)
 	}
 	for _, st := range streams[2:] {
@@ -317,6 +320,7 @@ func TestAcceptBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.Write([]byte{1})
 	if acc, err := s.AcceptStream(ctx); err != nil || acc.StreamID() != st.StreamID() {
 		t.Fatalf("AcceptStream after backlog drained: %v", err)
 	}
@@ -482,9 +486,11 @@ func TestPingTimeout(t *testing.T) {
 func TestStreamOpenTimeout(t *testing.T) {
 	a, b := tcpPair(t)
 	c, _ := sessionPair(t, a, b, &Config{StreamOpenTimeout: 50 * time.Millisecond}, nil)
-	if _, err := c.OpenStream(context.Background()); err != nil { // never accepted
+	st, err := c.OpenStream(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
+	st.Write([]byte{1}) // announced, never accepted
 	select {
 	case <-c.CloseChan():
 	case <-time.After(5 * time.Second):
@@ -613,30 +619,25 @@ func sha256Sum(b []byte) []byte {
 	return s[:]
 }
 
-// TestOpenStreamWaitsForAcks checks that OpenStream waits, under its context,
-// while AcceptBacklog opens are unacknowledged, and that an abandoned open is
-// closed once it completes.
+// TestOpenStreamWaitsForAcks checks that OpenStream waits, under its context, while
+// AcceptBacklog announced streams are unacknowledged, and goes on once one is accepted.
 func TestOpenStreamWaitsForAcks(t *testing.T) {
 	a, b := tcpPair(t)
 	c, s := sessionPair(t, a, b, &Config{AcceptBacklog: 2}, &Config{AcceptBacklog: 10})
 	ctx := context.Background()
 	for range 2 {
-		if _, err := c.OpenStream(ctx); err != nil {
+		st, err := c.OpenStream(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		st.Write([]byte("x")) // announce it
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if _, err := c.OpenStream(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("OpenStream beyond unacknowledged backlog = %v", err)
 	}
-	// Accepting one acknowledges it: the abandoned open takes its place,
-	// completes, and is closed.
-	if _, err := s.AcceptStream(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "abandoned open to complete", func() bool { return c.NumStreams() == 3 })
-	// Accepting the second frees a place for a new open.
+	// Accepting one acknowledges it (within the lazy delay) and frees a place.
 	if _, err := s.AcceptStream(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -645,16 +646,9 @@ func TestOpenStreamWaitsForAcks(t *testing.T) {
 	if _, err := c.OpenStream(octx); err != nil {
 		t.Fatal(err)
 	}
-	// The abandoned stream arrives closed.
-	st, err := s.AcceptStream(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if n := c.NumStreams(); n != 3 {
+		t.Fatalf("NumStreams = %d, want 3", n)
 	}
-	if n, err := st.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		t.Fatalf("abandoned stream read %d, %v; want EOF", n, err)
-	}
-	st.Close()
-	waitFor(t, "abandoned stream to be freed", func() bool { return c.NumStreams() == 3 && s.NumStreams() == 3 })
 }
 
 // TestStreamEOFvsSessionLoss checks that a stream ended by the peer reads
@@ -718,9 +712,11 @@ func TestHostileFrames(t *testing.T) {
 	cases := map[string][]byte{
 		"version":   {1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
 		"type":      {0, 9, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
-		"window":    append(hdr(typeData, flagSYN, 1, 2<<20), make([]byte, 2<<20)...),
+		"window":    append(hdr(typeData, flagSYN, 1, InitialStreamWindow+1), make([]byte, InitialStreamWindow+1)...),
 		"dup":       append(hdr(typeWindowUpdate, flagSYN, 1, 0), hdr(typeWindowUpdate, flagSYN, 1, 0)...),
-		"fin twice": append(append(hdr(typeWindowUpdate, flagSYN, 1, 0), hdr(typeWindowUpdate, flagFIN, 1, 0)...), hdr(typeWindowUpdate, flagFIN, 1, 0)...),
+		"parity":    hdr(typeWindowUpdate, flagSYN, 2, 0),
+		"stream 0":  hdr(typeData, flagSYN, 0, 0),
+		"go-away":   hdr(typeGoAway, 0, 0, goAwayProtocol),
 	}
 	for name, frames := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,191 +1,397 @@
 package mux
 
 import (
-	"errors"
 	"io"
 	"net"
-	"sync/atomic"
+	"sync"
 	"time"
-
-	"github.com/hashicorp/yamux"
 )
 
-// Stream is one bidirectional stream of a Session. It is a net.Conn, with
-// deadlines. Read and Write may be called concurrently with each other, but
-// not each with itself.
+// Stream is one bidirectional stream of a Session. It is a net.Conn, with deadlines. Read
+// and Write may be called concurrently with each other, but not each with itself.
 //
-// Closing: CloseWrite sends end-of-stream to the peer (its reads return io.EOF
-// once they have consumed the data) and keeps the read side open. Close does
-// the same and also closes the read side locally. The stream is freed once
-// both sides have closed their write sides, or after
-// Config.StreamCloseTimeout. Reset aborts the stream in both directions at
-// once.
+// Closing: CloseWrite sends end-of-stream to the peer (its reads return io.EOF once they
+// have consumed the data) and keeps the read side open. Close does the same and also
+// closes the read side: data the peer still sends is discarded, and the stream is freed at
+// once. Reset aborts the stream in both directions. A stream is freed, and its memory
+// returned to the budget, as soon as it ends: both sides closed their write sides, either
+// reset it, or this side closed it with Close.
 type Stream struct {
-	ys    *yamux.Stream
-	s     *Session
-	state atomic.Uint32
-}
+	s       *Session
+	id      uint32
+	inbound bool
 
-const (
-	stateClosed = 1 << iota
-	stateReset
-)
+	readCh  chan struct{} // wakes a blocked Read
+	writeCh chan struct{} // wakes a blocked Write
+	rdl     deadline
+	wdl     deadline
+
+	mu sync.Mutex
+	// What this side still has to tell the peer, sent with the stream's next frame.
+	synPending bool // outbound: the peer has not heard of the stream yet
+	ackPending bool // inbound: accepted, acknowledgement not sent yet
+	finPending bool // CloseWrite called, FIN not written yet
+	grant      uint32
+
+	// The stream's life, as both sides see it.
+	finSent    bool  // this side closed its write side (FIN queued or sent)
+	finRecv    bool  // the peer closed its write side
+	readClosed bool  // Close: incoming data is discarded
+	resetErr   error // non-nil once reset, by either side
+	acked      bool  // outbound: the peer acknowledged the stream
+	removed    bool  // no longer in the session's table
+	openTimer  *time.Timer
+
+	// Receive side: recvCredit + buf.Len() + consumed == recvWindow.
+	buf        recvBuf
+	recvWindow uint32 // the window granted, auto-tuned
+	recvCredit uint32 // bytes the peer may still send
+	consumed   uint32 // bytes read and not yet granted back
+	epoch      time.Time
+	reserved   int64 // budget held for this stream
+
+	// Send side.
+	sendWindow uint32
+}
 
 var _ net.Conn = (*Stream)(nil)
-
-func newStream(s *Session, ys *yamux.Stream) *Stream {
-	return &Stream{ys: ys, s: s}
-}
 
 // aLongTimeAgo is a deadline in the past, used to wake blocked calls.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// StreamID returns the yamux stream ID (odd for streams opened by the client
-// side, even for the server side).
-func (st *Stream) StreamID() uint32 { return st.ys.StreamID() }
+func newStream(s *Session, id uint32, inbound bool, reserved int64) *Stream {
+	return &Stream{
+		s: s, id: id, inbound: inbound,
+		readCh: make(chan struct{}, 1), writeCh: make(chan struct{}, 1),
+		synPending: !inbound, ackPending: inbound,
+		recvWindow: InitialStreamWindow, recvCredit: InitialStreamWindow,
+		sendWindow: InitialStreamWindow, epoch: time.Now(), reserved: reserved,
+	}
+}
 
-// Read reads data. It returns io.EOF after the peer closed its write side and
-// all data was read, ErrStreamReset after a reset, ErrStreamClosed after
-// Close, ErrSessionClosed when the session ended without the peer closing the
-// stream, and ErrTimeout when the read deadline passes.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (st *Stream) wake() {
+	notify(st.readCh)
+	notify(st.writeCh)
+}
+
+// StreamID returns the yamux stream ID (odd for streams opened by the client side, even
+// for the server side).
+func (st *Stream) StreamID() uint32 { return st.id }
+
+// Session returns the session the stream belongs to.
+func (st *Stream) Session() *Session { return st.s }
+
+// Read reads data. It returns io.EOF after the peer closed its write side and all data was
+// read, ErrStreamReset after a reset, ErrStreamClosed after Close, ErrSessionClosed when
+// the session ended without the peer closing the stream, and ErrTimeout when the read
+// deadline passes.
 func (st *Stream) Read(p []byte) (int, error) {
-	if err := st.localErr(); err != nil {
-		return 0, err
-	}
-	if !st.s.enterRead(st) {
-		return st.readAfterShutdown(p)
-	}
-	st.s.fc.flushOpening()
-	n, err := st.ys.Read(p)
-	st.s.exitRead(st)
-	if err != nil && !errors.Is(err, io.EOF) && st.s.isShutdown() {
-		// Our shutdown deadline (see Session.readers), or an error of the dying session.
-		if n > 0 {
+	st.mu.Lock()
+	for {
+		if st.buf.Len() > 0 && st.resetErr == nil && !st.readClosed {
+			if len(p) == 0 {
+				st.mu.Unlock()
+				return 0, nil
+			}
+			n := st.buf.Read(p)
+			grant := st.consumedLocked(n)
+			st.releaseIfDoneLocked()
+			st.mu.Unlock()
+			if grant {
+				if st.s.RTT() == 0 {
+					// Windows grow only with a measured round trip: the first bulk
+					// stream measures it, with a ping riding with its window update.
+					st.s.startPing(false)
+				}
+				st.s.queueStream(st, true)
+			}
 			return n, nil
 		}
-		return st.readAfterShutdown(p)
-	}
-	switch {
-	case err == io.EOF:
-		// yamux also reports io.EOF when the session dies under the stream;
-		// only the peer's end of stream is a clean EOF.
-		if st.s.ys.IsClosed() && !st.s.tr.finReceived(st.ys.StreamID()) {
-			err = ErrSessionClosed
+		switch {
+		case st.resetErr != nil:
+			err := st.resetErr
+			st.mu.Unlock()
+			return 0, err
+		case st.readClosed:
+			st.mu.Unlock()
+			return 0, ErrStreamClosed
+		case st.finRecv:
+			st.mu.Unlock()
+			return 0, io.EOF
+		case st.s.IsClosed():
+			st.mu.Unlock()
+			return 0, ErrSessionClosed
 		}
-	case err != nil:
-		err = st.mapErr(err)
+		announce := st.synPending
+		st.mu.Unlock()
+		if announce {
+			// The peer cannot answer a stream it has not heard of.
+			st.s.queueStream(st, true)
+		}
+		select {
+		case <-st.readCh:
+		case <-st.rdl.wait():
+			return 0, ErrTimeout
+		case <-st.s.done:
+		}
+		st.mu.Lock()
 	}
-	return n, err
 }
 
-// Write writes data, blocking while the peer's window is full. It returns
-// ErrStreamClosed after CloseWrite or Close, ErrStreamReset after a reset,
-// ErrSessionClosed when the session is gone, and ErrTimeout when the write
-// deadline passes (some of p may have been written).
+// consumedLocked accounts for n bytes read and reports whether a window update is due:
+// once half the window was read. The window doubles, as far as the budget allows, when
+// that half took less than two round trips: the window, not the reader, limits the stream.
+func (st *Stream) consumedLocked(n int) bool {
+	if st.removed || st.finRecv {
+		return false // nothing more comes: no update needed
+	}
+	st.consumed += uint32(n)
+	if st.consumed < st.recvWindow/2 {
+		return false
+	}
+	grant := st.consumed
+	st.consumed = 0
+	now := time.Now()
+	s := st.s
+	if rtt := s.RTT(); rtt > 0 && st.recvWindow < s.cfg.MaxStreamWindow && now.Sub(st.epoch) < 2*rtt {
+		grow := min(st.recvWindow, s.cfg.MaxStreamWindow-st.recvWindow)
+		if s.budget.reserve(int64(grow)) {
+			st.reserved += int64(grow)
+			st.recvWindow += grow
+			grant += grow
+		}
+	}
+	st.epoch = now
+	st.recvCredit += grant
+	st.grant += grant
+	return true
+}
+
+// Write writes data, blocking while the peer's window is full. It returns ErrStreamClosed
+// after CloseWrite or Close, ErrStreamReset after a reset, ErrSessionClosed when the
+// session is gone, and ErrTimeout when the write deadline passes (some of p may have been
+// written).
 func (st *Stream) Write(p []byte) (int, error) {
-	if err := st.localErr(); err != nil {
-		return 0, err
+	total := 0
+	for len(p) > 0 {
+		n, err := st.s.writeStream(st, p)
+		total += n
+		p = p[n:]
+		if err != nil {
+			return total, err
+		}
 	}
-	n, err := st.ys.Write(p)
-	if err != nil {
-		err = st.mapErr(err)
-	}
-	return n, err
+	return total, nil
 }
 
-func (st *Stream) localErr() error {
-	switch s := st.state.Load(); {
-	case s&stateReset != 0:
-		return ErrStreamReset
-	case s&stateClosed != 0:
+// writableLocked returns why the stream cannot be written, or nil.
+func (st *Stream) writableLocked() error {
+	switch {
+	case st.resetErr != nil:
+		return st.resetErr
+	case st.finSent:
 		return ErrStreamClosed
-	}
-	return nil
-}
-
-func (st *Stream) mapErr(err error) error {
-	if lerr := st.localErr(); lerr != nil {
-		return lerr
-	}
-	if err == yamux.ErrStreamClosed && st.s.ys.IsClosed() {
+	case st.s.IsClosed():
 		return ErrSessionClosed
 	}
-	return mapErr(err)
-}
-
-// readAfterShutdown reads once the session is shutting down: data that yamux still buffers
-// for the stream is delivered (a read deadline in the past still reads buffered data), then
-// the session's end is reported.
-func (st *Stream) readAfterShutdown(p []byte) (int, error) {
-	_ = st.ys.SetReadDeadline(aLongTimeAgo)
-	n, err := st.ys.Read(p)
-	if n > 0 {
-		return n, nil
-	}
-	if err == io.EOF && st.s.tr.finReceived(st.ys.StreamID()) {
-		return 0, io.EOF // the peer had ended the stream cleanly before the session went
-	}
-	if lerr := st.localErr(); lerr != nil {
-		return 0, lerr
-	}
-	return 0, ErrSessionClosed
-}
-
-// CloseWrite half-closes the stream: the peer reads io.EOF after the data
-// already written; this side can still read.
-func (st *Stream) CloseWrite() error {
-	return mapErr(st.ys.Close())
-}
-
-// Close closes both directions locally: it sends end-of-stream like
-// CloseWrite, and blocked and later Reads and Writes fail with
-// ErrStreamClosed. Data the peer still sends is discarded.
-func (st *Stream) Close() error {
-	if st.state.Or(stateClosed)&(stateClosed|stateReset) != 0 {
-		return nil
-	}
-	err := st.ys.Close()
-	_ = st.ys.SetDeadline(aLongTimeAgo) // wake blocked calls
-	return mapErr(err)
-}
-
-// Reset aborts the stream: the peer's reads and writes fail with
-// ErrStreamReset, and so do this side's. The stream stops counting against
-// MaxStreams at once.
-func (st *Stream) Reset() error {
-	if st.state.Or(stateReset)&stateReset != 0 {
-		return nil
-	}
-	id := st.ys.StreamID()
-	st.s.tr.reset(id)
-	st.s.fc.queueRST(id)
-	_ = st.ys.SetDeadline(aLongTimeAgo) // wake blocked calls
-	// Close the yamux stream so that yamux frees it (when the peer's close
-	// crosses ours, or after StreamCloseTimeout); its end-of-stream frame
-	// follows the reset on the wire and the peer ignores it.
-	_ = st.ys.Close()
 	return nil
+}
+
+// takeWindow waits until the peer's window is open and takes up to n bytes of it.
+func (st *Stream) takeWindow(n int) (int, error) {
+	st.mu.Lock()
+	for {
+		if err := st.writableLocked(); err != nil {
+			st.mu.Unlock()
+			return 0, err
+		}
+		if st.sendWindow > 0 {
+			k := min(uint32(n), st.sendWindow)
+			st.sendWindow -= k
+			st.mu.Unlock()
+			return int(k), nil
+		}
+		st.mu.Unlock()
+		select {
+		case <-st.writeCh:
+		case <-st.wdl.wait():
+			return 0, ErrTimeout
+		case <-st.s.done:
+		}
+		st.mu.Lock()
+	}
+}
+
+// returnWindow gives back window taken for a write that did not happen.
+func (st *Stream) returnWindow(n int) {
+	st.mu.Lock()
+	st.sendWindow += uint32(n)
+	st.mu.Unlock()
+	notify(st.writeCh)
+}
+
+// flagsLocked returns the flags the stream's next frame carries and clears them; a SYN
+// starts the open timeout.
+func (st *Stream) flagsLocked() uint16 {
+	var f uint16
+	if st.synPending {
+		f |= flagSYN
+		st.synPending = false
+		if t := st.s.cfg.StreamOpenTimeout; t > 0 && !st.acked && !st.removed {
+			st.openTimer = time.AfterFunc(t, st.s.openTimedOut)
+		}
+	}
+	if st.ackPending {
+		f |= flagACK
+		st.ackPending = false
+	}
+	return f
+}
+
+// appendControl appends the stream's pending control frame, if any: a window update
+// carrying its SYN, ACK and FIN flags and the window granted since the last one.
+func (st *Stream) appendControl(dst []byte) []byte {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.resetErr != nil {
+		return dst // a reset says it all (or the peer never heard of the stream)
+	}
+	flags := st.flagsLocked()
+	if st.finPending {
+		flags |= flagFIN
+		st.finPending = false
+	}
+	grant := st.grant
+	st.grant = 0
+	if flags == 0 && grant == 0 {
+		return dst
+	}
+	return appendFrameHeader(dst, typeWindowUpdate, flags, st.id, grant)
+}
+
+// CloseWrite half-closes the stream: the peer reads io.EOF after the data already
+// written; this side can still read.
+func (st *Stream) CloseWrite() error {
+	st.mu.Lock()
+	if st.resetErr != nil {
+		err := st.resetErr
+		st.mu.Unlock()
+		return err
+	}
+	if st.finSent {
+		st.mu.Unlock()
+		return nil
+	}
+	if st.s.IsClosed() {
+		st.mu.Unlock()
+		return ErrSessionClosed
+	}
+	st.finSent, st.finPending = true, true
+	if st.finRecv {
+		st.s.removeLocked(st)
+	}
+	st.mu.Unlock()
+	notify(st.writeCh)
+	st.s.queueStream(st, true)
+	return nil
+}
+
+// Close closes both directions locally: it sends end-of-stream like CloseWrite, and
+// blocked and later Reads and Writes fail with ErrStreamClosed. Data the peer still sends
+// is discarded; the stream is freed at once.
+func (st *Stream) Close() error {
+	st.mu.Lock()
+	if st.readClosed || st.resetErr != nil {
+		st.mu.Unlock()
+		return nil
+	}
+	st.readClosed = true
+	st.buf.free()
+	send := !st.finSent && !st.s.IsClosed()
+	if send {
+		st.finSent, st.finPending = true, true
+	}
+	st.s.removeLocked(st)
+	st.mu.Unlock()
+	st.wake()
+	st.rdl.stop()
+	st.wdl.stop()
+	if send {
+		st.s.queueStream(st, true)
+	}
+	return nil
+}
+
+// Reset aborts the stream: the peer's reads and writes fail with ErrStreamReset, and so do
+// this side's. Buffered data is dropped and the stream freed at once.
+func (st *Stream) Reset() error {
+	st.mu.Lock()
+	if st.resetErr != nil {
+		st.mu.Unlock()
+		return nil
+	}
+	st.resetErr = ErrStreamReset
+	announced := !st.synPending
+	ended := st.finSent && st.finRecv
+	st.buf.free()
+	st.s.removeLocked(st)
+	st.mu.Unlock()
+	st.wake()
+	st.rdl.stop()
+	st.wdl.stop()
+	if announced && !ended && !st.s.IsClosed() {
+		st.s.queueReset(st.id)
+	}
+	return nil
+}
+
+// remoteReset handles the peer's RST.
+func (st *Stream) remoteResetLocked() {
+	if st.resetErr != nil {
+		return
+	}
+	st.resetErr = ErrStreamReset
+	st.buf.free()
+	st.s.removeLocked(st)
+}
+
+// releaseIfDoneLocked returns the stream's budget once it is out of the session's table
+// and holds no data.
+func (st *Stream) releaseIfDoneLocked() {
+	if st.removed && st.buf.Len() == 0 && st.reserved > 0 {
+		st.s.budget.release(st.reserved)
+		st.reserved = 0
+	}
 }
 
 // SetDeadline sets the read and write deadlines.
-func (st *Stream) SetDeadline(t time.Time) error { return st.ys.SetDeadline(t) }
+func (st *Stream) SetDeadline(t time.Time) error {
+	st.rdl.set(t)
+	st.wdl.set(t)
+	return nil
+}
 
 // SetReadDeadline sets the deadline for blocked and future Reads.
-func (st *Stream) SetReadDeadline(t time.Time) error { return st.ys.SetReadDeadline(t) }
+func (st *Stream) SetReadDeadline(t time.Time) error {
+	st.rdl.set(t)
+	return nil
+}
 
 // SetWriteDeadline sets the deadline for blocked and future Writes.
-func (st *Stream) SetWriteDeadline(t time.Time) error { return st.ys.SetWriteDeadline(t) }
+func (st *Stream) SetWriteDeadline(t time.Time) error {
+	st.wdl.set(t)
+	return nil
+}
 
 // LocalAddr returns the local address of the session's connection.
 func (st *Stream) LocalAddr() net.Addr { return st.s.LocalAddr() }
 
 // RemoteAddr returns the remote address of the session's connection.
 func (st *Stream) RemoteAddr() net.Addr { return st.s.RemoteAddr() }
-
-// Shrink releases the stream's receive buffer if it holds no unread data. Call it at points
-// where a stream is likely to stay idle (after a negotiation, say): the buffer grows to the
-// largest burst received and is otherwise kept for the stream's life.
-func (st *Stream) Shrink() { st.ys.Shrink() }
-
-// Session returns the session the stream belongs to.
-func (st *Stream) Session() *Session { return st.s }

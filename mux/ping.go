@@ -1,0 +1,102 @@
+package mux
+
+import (
+	"context"
+	"time"
+)
+
+// pingState is a ping in flight. Concurrent Pings share it.
+type pingState struct {
+	id   uint32
+	sent time.Time // when it was written; zero before
+	done chan struct{}
+	rtt  time.Duration
+}
+
+// startPing starts a ping unless one is in flight, and returns the one in flight. An
+// urgent ping is written at once, a lazy one with the next frame.
+func (s *Session) startPing(urgent bool) *pingState {
+	s.pmu.Lock()
+	p := s.ping
+	if p == nil {
+		s.pingSeq++
+		p = &pingState{id: s.pingSeq, done: make(chan struct{})}
+		s.ping = p
+		s.pmu.Unlock()
+		s.queuePing(p.id, urgent)
+		return p
+	}
+	s.pmu.Unlock()
+	if urgent {
+		s.queuePing(p.id, true) // a lazy one in flight: send it now
+	}
+	return p
+}
+
+// pingSent records when our ping left; the caller holds sem.
+func (s *Session) pingSent(id uint32) {
+	s.pmu.Lock()
+	if p := s.ping; p != nil && p.id == id && p.sent.IsZero() {
+		p.sent = time.Now()
+	}
+	s.pmu.Unlock()
+}
+
+// onPong handles the answer to a ping.
+func (s *Session) onPong(id uint32) {
+	s.pmu.Lock()
+	p := s.ping
+	if p == nil || p.id != id || p.sent.IsZero() {
+		s.pmu.Unlock()
+		return // not ours, or a duplicate
+	}
+	s.ping = nil
+	s.pmu.Unlock()
+	p.rtt = time.Since(p.sent)
+	if old := time.Duration(s.rtt.Load()); old == 0 {
+		s.rtt.Store(int64(p.rtt))
+	} else {
+		s.rtt.Store(int64(old*7/8 + p.rtt/8))
+	}
+	close(p.done)
+}
+
+// Ping sends a ping and returns the round-trip time. It fails with ErrTimeout if no answer
+// comes within Config.ConnectionWriteTimeout and returns ctx.Err() if ctx is done first.
+// Concurrent calls share one ping.
+func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if s.IsClosed() {
+		return 0, ErrSessionClosed
+	}
+	p := s.startPing(true)
+	t := time.NewTimer(s.cfg.ConnectionWriteTimeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return p.rtt, nil
+	case <-t.C:
+		s.abandonPing(p)
+		return 0, ErrTimeout
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-s.done:
+		return 0, ErrSessionClosed
+	}
+}
+
+// abandonPing forgets a ping that went unanswered, so that the next Ping sends a new one.
+func (s *Session) abandonPing(p *pingState) {
+	s.pmu.Lock()
+	if s.ping == p {
+		s.ping = nil
+	}
+	s.pmu.Unlock()
+}
+
+// RTT returns the smoothed round-trip time measured by the session's pings, or 0 before
+// the first answer. The first stream that moves bulk data measures it (windows grow only
+// with a measured round trip), and every Ping and keepalive measures again.
+func (s *Session) RTT() time.Duration { return time.Duration(s.rtt.Load()) }

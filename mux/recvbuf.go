@@ -1,0 +1,101 @@
+package mux
+
+import "sync"
+
+// chunkSize is the unit of a stream's receive buffer. A stream holds at most one partly
+// filled chunk beyond its data, so the budget charges each stream its window plus one
+// chunk; small frames share a chunk, so a peer gains nothing by sending tiny ones.
+const chunkSize = 16 << 10
+
+var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+
+// recvBuf holds the bytes received on a stream and not yet read: a queue of chunks from a
+// pool, returned to it as soon as they are read, so an idle stream holds none.
+//
+// The receive goroutine fills it without holding the stream's lock during network reads:
+// under the lock it takes the free space of the last chunk (space), reads into it unlocked,
+// and then, locked again, commits what it read. While a fill is in progress the last chunk
+// stays in place even if everything before it is read or the buffer is dropped. Every
+// method must be called with the owner's lock held.
+type recvBuf struct {
+	chunks  []*[chunkSize]byte
+	head    int  // read offset in chunks[0]
+	tail    int  // write offset in chunks[len-1]
+	n       int  // bytes held
+	filling bool // the receive goroutine is reading into the last chunk
+	dropped bool // free was called during a fill: free once it ends
+}
+
+// Len returns the bytes held.
+func (b *recvBuf) Len() int { return b.n }
+
+// space returns the free part of the last chunk, adding a chunk if there is none, at most
+// max bytes, and marks a fill in progress; commit ends it.
+func (b *recvBuf) space(max int) []byte {
+	if len(b.chunks) == 0 || b.tail == chunkSize {
+		b.chunks = append(b.chunks, chunkPool.Get().(*[chunkSize]byte))
+		b.tail = 0
+	}
+	b.filling = true
+	sp := b.chunks[len(b.chunks)-1][b.tail:]
+	return sp[:min(len(sp), max)]
+}
+
+// commit ends a fill that put k bytes into the space returned by space.
+func (b *recvBuf) commit(k int) {
+	b.filling = false
+	if b.dropped {
+		b.dropped = false
+		b.free()
+		return
+	}
+	b.tail += k
+	b.n += k
+}
+
+// Read moves up to len(p) bytes into p.
+func (b *recvBuf) Read(p []byte) int {
+	total := 0
+	for len(p) > 0 && b.n > 0 {
+		c := b.chunks[0]
+		end := chunkSize
+		if len(b.chunks) == 1 {
+			end = b.tail
+		}
+		k := copy(p, c[b.head:end])
+		b.head += k
+		b.n -= k
+		total += k
+		p = p[k:]
+		if b.head == end && len(b.chunks) > 1 {
+			chunkPool.Put(c)
+			b.chunks[0] = nil
+			b.chunks = b.chunks[1:]
+			b.head = 0
+		}
+	}
+	if b.n == 0 && !b.filling {
+		b.free() // an idle stream keeps no chunk
+	}
+	return total
+}
+
+// free returns every chunk to the pool, dropping unread data; during a fill, once it ends.
+func (b *recvBuf) free() {
+	if b.filling {
+		// The last chunk is being read into: keep it until commit, drop the rest.
+		last := len(b.chunks) - 1
+		for i, c := range b.chunks[:last] {
+			chunkPool.Put(c)
+			b.chunks[i] = nil
+		}
+		b.chunks = b.chunks[last:]
+		b.head, b.n, b.dropped = b.tail, 0, true
+		return
+	}
+	for i, c := range b.chunks {
+		chunkPool.Put(c)
+		b.chunks[i] = nil
+	}
+	b.chunks, b.head, b.tail, b.n = nil, 0, 0, 0
+}
