@@ -710,13 +710,13 @@ func TestPingFlood(t *testing.T) {
 // ErrProtocol and nothing else breaks.
 func TestHostileFrames(t *testing.T) {
 	cases := map[string][]byte{
-		"version":   {1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
-		"type":      {0, 9, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
-		"window":    append(hdr(typeData, flagSYN, 1, InitialStreamWindow+1), make([]byte, InitialStreamWindow+1)...),
-		"dup":       append(hdr(typeWindowUpdate, flagSYN, 1, 0), hdr(typeWindowUpdate, flagSYN, 1, 0)...),
-		"parity":    hdr(typeWindowUpdate, flagSYN, 2, 0),
-		"stream 0":  hdr(typeData, flagSYN, 0, 0),
-		"go-away":   hdr(typeGoAway, 0, 0, goAwayProtocol),
+		"version":  {1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+		"type":     {0, 9, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+		"window":   append(hdr(typeData, flagSYN, 1, InitialStreamWindow+1), make([]byte, InitialStreamWindow+1)...),
+		"dup":      append(hdr(typeWindowUpdate, flagSYN, 1, 0), hdr(typeWindowUpdate, flagSYN, 1, 0)...),
+		"parity":   hdr(typeWindowUpdate, flagSYN, 2, 0),
+		"stream 0": hdr(typeData, flagSYN, 0, 0),
+		"go-away":  hdr(typeGoAway, 0, 0, goAwayProtocol),
 	}
 	for name, frames := range cases {
 		t.Run(name, func(t *testing.T) {
