@@ -20,6 +20,7 @@ const (
 	DefaultNegotiationTimeout = 10 * time.Second
 	DefaultShutdownTimeout    = 5 * time.Second
 	DefaultEventBuffer        = 256
+	DefaultMaxMemory          = 1 << 30
 )
 
 // Config configures a Service. The zero value is usable: every zero field takes its default.
@@ -63,6 +64,16 @@ type Config struct {
 	// the mux window, so that every yamux frame is one encrypted frame.
 	MaxFrameSize int
 
+	// MaxSessionMemory bounds what one peer can make this node buffer: the receive windows
+	// of all its session's streams together (see mux.Budget). A stream the peer opens
+	// beyond it is refused, windows stop growing, and the session lives on. Zero: the
+	// mux's MaxSessionMemory (64 MiB by default: one stream at full speed on a 100 ms path,
+	// whose window grows to 32 MiB, and room for many more).
+	MaxSessionMemory int64
+
+	// MaxMemory bounds the same for all sessions together. Default DefaultMaxMemory (1 GiB).
+	MaxMemory int64
+
 	// Mux configures the stream multiplexer. Nil: mux.DefaultConfig(). Its keepalive
 	// (KeepAliveInterval, answered within ConnectionWriteTimeout) is run by the Service for
 	// all sessions from one timer, rather than by a goroutine per session.
@@ -100,7 +111,8 @@ func (c *Config) Validate() error {
 	if c == nil {
 		return nil
 	}
-	if c.MaxConnections < 0 || c.MaxMessageSize < 0 || c.SendQueueBytes < 0 || c.EventBuffer < 0 || c.MaxFrameSize < 0 {
+	if c.MaxConnections < 0 || c.MaxMessageSize < 0 || c.SendQueueBytes < 0 || c.EventBuffer < 0 || c.MaxFrameSize < 0 ||
+		c.MaxSessionMemory < 0 || c.MaxMemory < 0 {
 		return configError("negative limit")
 	}
 	if c.DialTimeout < 0 || c.HandshakeTimeout < 0 || c.NegotiationTimeout < 0 || c.ShutdownTimeout < 0 {
@@ -132,8 +144,15 @@ func (c *Config) Validate() error {
 			return configError("unknown cipher suite %d", s)
 		}
 	}
-	if c.Mux != nil {
-		if err := c.Mux.Validate(); err != nil {
+	if c.Mux != nil || c.MaxSessionMemory != 0 {
+		m := mux.Config{}
+		if c.Mux != nil {
+			m = *c.Mux
+		}
+		if c.MaxSessionMemory != 0 {
+			m.MaxSessionMemory = c.MaxSessionMemory
+		}
+		if err := m.Validate(); err != nil {
 			return configError("mux: %v", err)
 		}
 	}
@@ -169,6 +188,9 @@ func (c Config) withDefaults() Config {
 	if c.EventBuffer == 0 {
 		c.EventBuffer = DefaultEventBuffer
 	}
+	if c.MaxMemory == 0 {
+		c.MaxMemory = DefaultMaxMemory
+	}
 	if c.Mux == nil {
 		c.Mux = mux.DefaultConfig()
 	} else {
@@ -180,6 +202,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Mux.ConnectionWriteTimeout == 0 {
 		c.Mux.ConnectionWriteTimeout = mux.DefaultConfig().ConnectionWriteTimeout
+	}
+	if c.MaxSessionMemory != 0 {
+		c.Mux.MaxSessionMemory = c.MaxSessionMemory
 	}
 	if c.MaxFrameSize == 0 {
 		c.MaxFrameSize = mux.MaxFrameSize(c.Mux)

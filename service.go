@@ -46,6 +46,7 @@ type Service struct {
 	protocols map[string]*Protocol
 	registry  *protocol.Registry
 	secioCfg  secio.Config
+	memory    *mux.Budget // MaxMemory: every session's receive windows
 
 	// ctx is cancelled by Close; it aborts dials and handshakes in progress. Sessions have
 	// their own contexts, so that Shutdown can close them gracefully.
@@ -115,6 +116,8 @@ func New(cfg Config) (*Service, error) {
 	s.keepAlive = cfg.Mux.KeepAliveInterval
 	muxCfg := *cfg.Mux
 	muxCfg.KeepAliveInterval = -1
+	s.memory = mux.NewBudget(cfg.MaxMemory, nil)
+	muxCfg.Memory = s.memory
 	s.cfg.Mux = &muxCfg
 	s.secioCfg = secio.Config{
 		PrivateKey:       key,
@@ -132,6 +135,10 @@ func New(cfg Config) (*Service, error) {
 
 // ID returns this node's peer ID.
 func (s *Service) ID() secio.PeerID { return s.id }
+
+// MemoryUsed returns the bytes reserved by all sessions' receive windows, out of
+// Config.MaxMemory.
+func (s *Service) MemoryUsed() int64 { return s.memory.Used() }
 
 // PublicKey returns this node's identity public key.
 func (s *Service) PublicKey() *secio.PublicKey { return s.key.Public() }

@@ -270,6 +270,14 @@ func (s *Session) OpenedAt() time.Time { return s.opened }
 // Done is closed once the session has ended and its handlers have returned.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
+// MemoryUsed returns the bytes this session's receive windows reserve, out of
+// Config.MaxSessionMemory: the most the peer can make this node buffer for it now.
+func (s *Session) MemoryUsed() int64 { return s.mux.MemoryUsed() }
+
+// RTT returns the round-trip time measured on the session (by keepalive pings and the
+// first bulk transfer), or 0 before the first measurement.
+func (s *Session) RTT() time.Duration { return s.mux.RTT() }
+
 // Err returns why the session ended: nil while it is open or if it was closed locally.
 func (s *Session) Err() error {
 	s.mu.Lock()
