@@ -383,6 +383,7 @@ func TestGarbageNegotiationsKeepLifecycleEvents(t *testing.T) {
 	var (
 		mu                       sync.Mutex
 		opened, closed, failures = map[secio.PeerID]bool{}, map[secio.PeerID]bool{}, 0
+		failureEvents            = 0
 		readerDone               = make(chan struct{})
 	)
 	go func() {
@@ -396,6 +397,7 @@ func TestGarbageNegotiationsKeepLifecycleEvents(t *testing.T) {
 				closed[e.Peer] = true
 			case EventNegotiationFailed:
 				failures += e.Count
+				failureEvents++
 			}
 			mu.Unlock()
 			time.Sleep(time.Millisecond)
@@ -454,7 +456,7 @@ func TestGarbageNegotiationsKeepLifecycleEvents(t *testing.T) {
 		return failures >= garbage
 	})
 	mu.Lock()
-	t.Logf("negotiation failures reported: %d (of %d), dropped events: %d", failures, garbage, srv.DroppedEvents())
+	t.Logf("negotiation failures: %d (of %d) reported in %d events; dropped events: %d", failures, garbage, failureEvents, srv.DroppedEvents())
 	mu.Unlock()
 	srv.Close()
 	<-readerDone
