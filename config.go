@@ -93,6 +93,7 @@ type Config struct {
 
 	// EventBuffer is the capacity of the Events channel. Default 256. Events that do not
 	// fit are dropped and counted (Service.DroppedEvents); the Service never blocks on them.
+	// Only lifecycle events may use the second half (see Service.Events).
 	EventBuffer int
 
 	// Logger receives the Service's logs. Nil: silent.

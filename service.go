@@ -141,7 +141,12 @@ func (s *Service) PublicKey() *secio.PublicKey { return s.key.Public() }
 
 // Events returns the channel on which the Service reports what happens. It is closed by
 // Close. Events that find the channel full are dropped (see DroppedEvents): read it, or
-// ignore it, but a slow reader never slows the Service.
+// ignore it, but a slow reader never slows the Service. Lifecycle events (listen started
+// and closed, session opened and closed) may fill the whole buffer, all others only half
+// of it, so no flood of failures can push them out. Failures a peer can provoke at will
+// (negotiation and protocol errors, refusals, failed inbound handshakes, blocked sends) are
+// coalesced per session or remote IP: a few per second pass, and one event then stands for
+// the rest (Event.Count).
 func (s *Service) Events() <-chan Event { return s.events }
 
 // DroppedEvents returns how many events were dropped because the Events channel was full.
