@@ -225,6 +225,18 @@ type admission struct {
 	perIP      map[netip.Addr]int   // inbound sessions by IP (limited addresses only)
 	perSubnet  map[netip.Prefix]int // inbound sessions by /24 or /64 (limited addresses only)
 	trimming   bool                 // a trim is running: others leave it the work
+
+	// Inbound sessions in the order they were registered, with the time the idle timeout
+	// checks them: IdleTimeout is the same for all, so the queue is sorted, and one timer
+	// for the Service (armed for its head) replaces a timer per session.
+	idleQ     []idleCheck
+	idleTimer *time.Timer
+	idleArmed bool
+}
+
+type idleCheck struct {
+	id uint64 // the session's ID: a closed session is not kept alive by the queue
+	at time.Time
 }
 
 func newAdmission(cfg Admission, handshakeTimeout time.Duration) admission {
@@ -246,14 +258,14 @@ type handshake struct {
 // admitted is what admission counted for one connection, released exactly once: by
 // setup if no session comes of it, by unregister otherwise.
 type admitted struct {
+	remote  netip.AddrPort // unmapped
+	hs      *handshake     // inbound: the handshake slot, until the handshake ends
 	dir     Direction
-	remote  netip.AddrPort
-	ip      netip.Addr // remote IP, unmapped
-	limited bool       // ip is subject to the per-IP caps (not in Unlimited)
-	hs      *handshake // inbound: the handshake slot, until the handshake ends
-	counted bool       // counted in inbound/outbound (and, if limited, per IP and subnet)
-	idle    *time.Timer
+	limited bool // the IP is subject to the per-IP caps (not in Unlimited)
+	counted bool // counted in inbound/outbound (and, if limited, per IP and subnet)
 }
+
+func (ad *admitted) ip() netip.Addr { return ad.remote.Addr() }
 
 // subnet is the network an IP's per-subnet cap counts: its /24 (IPv4) or /64 (IPv6).
 func subnet(ip netip.Addr) netip.Prefix {
@@ -302,19 +314,19 @@ func (a *admission) sessionCapLocked(ip netip.Addr) error {
 // which limit refuses it. The handshake's context is ctx (the caller derives it from the
 // Service's); evicting it cancels it with ErrHandshakeEvicted.
 func (s *Service) admitInbound(ctx context.Context, remote netip.AddrPort) (context.Context, admitted, error) {
-	ad := admitted{dir: Inbound, remote: remote, ip: remote.Addr()}
+	ad := admitted{dir: Inbound, remote: remote}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := &s.adm
 	if s.closed {
 		return nil, ad, ErrServiceClosed
 	}
-	ad.limited = a.isLimited(ad.ip)
+	ad.limited = a.isLimited(ad.ip())
 	if ad.limited {
-		if err := a.sessionCapLocked(ad.ip); err != nil {
+		if err := a.sessionCapLocked(ad.ip()); err != nil {
 			return nil, ad, err
 		}
-		if n := a.cfg.MaxHandshakesPerIP; a.hsPerIP[ad.ip] >= n {
+		if n := a.cfg.MaxHandshakesPerIP; a.hsPerIP[ad.ip()] >= n {
 			return nil, ad, &LimitError{Limit: "handshakes per IP", Max: n}
 		}
 	}
@@ -332,7 +344,7 @@ func (s *Service) admitInbound(ctx context.Context, remote netip.AddrPort) (cont
 	ad.hs = &handshake{cancel: cancel, start: now}
 	a.handshakes = append(a.handshakes, ad.hs)
 	if ad.limited {
-		a.hsPerIP[ad.ip]++
+		a.hsPerIP[ad.ip()]++
 	}
 	return hctx, ad, nil
 }
@@ -363,8 +375,8 @@ func (s *Service) endHandshakeLocked(ad *admitted) {
 	ad.hs.cancel(nil)
 	ad.hs = nil
 	if ad.limited {
-		if a.hsPerIP[ad.ip]--; a.hsPerIP[ad.ip] <= 0 {
-			delete(a.hsPerIP, ad.ip)
+		if a.hsPerIP[ad.ip()]--; a.hsPerIP[ad.ip()] <= 0 {
+			delete(a.hsPerIP, ad.ip())
 		}
 	}
 }
@@ -383,10 +395,10 @@ func (s *Service) releaseLocked(ad *admitted) {
 	}
 	a.inbound--
 	if ad.limited {
-		if a.perIP[ad.ip]--; a.perIP[ad.ip] <= 0 {
-			delete(a.perIP, ad.ip)
+		if a.perIP[ad.ip()]--; a.perIP[ad.ip()] <= 0 {
+			delete(a.perIP, ad.ip())
 		}
-		sn := subnet(ad.ip)
+		sn := subnet(ad.ip())
 		if a.perSubnet[sn]--; a.perSubnet[sn] <= 0 {
 			delete(a.perSubnet, sn)
 		}
@@ -408,7 +420,7 @@ func (s *Service) admitSessionLocked(ad *admitted) error {
 	}
 	a := &s.adm
 	if ad.limited {
-		if err := a.sessionCapLocked(ad.ip); err != nil {
+		if err := a.sessionCapLocked(ad.ip()); err != nil {
 			return err
 		}
 	}
@@ -417,8 +429,8 @@ func (s *Service) admitSessionLocked(ad *admitted) error {
 	}
 	a.inbound++
 	if ad.limited {
-		a.perIP[ad.ip]++
-		a.perSubnet[subnet(ad.ip)]++
+		a.perIP[ad.ip()]++
+		a.perSubnet[subnet(ad.ip())]++
 	}
 	ad.counted = true
 	return nil
@@ -448,20 +460,53 @@ func (s *Service) gateAddr(dir Direction, remote netip.AddrPort) error {
 	return nil
 }
 
-// armIdle starts the idle timer of a new inbound session.
+// armIdleLocked queues a new inbound session for its idle check.
 func (s *Service) armIdleLocked(sess *Session) {
-	d := s.adm.cfg.IdleTimeout
+	a := &s.adm
+	d := a.cfg.IdleTimeout
 	if d <= 0 || sess.dir != Inbound {
 		return
 	}
-	sess.adm.idle = time.AfterFunc(d, func() {
+	a.idleQ = append(a.idleQ, idleCheck{id: sess.id, at: sess.opened.Add(d)})
+	if !a.idleArmed {
+		a.idleArmed = true
+		if a.idleTimer == nil {
+			a.idleTimer = time.AfterFunc(d, s.idleTick)
+		} else {
+			a.idleTimer.Reset(time.Until(a.idleQ[0].at))
+		}
+	}
+}
+
+// idleTick closes the inbound sessions whose idle check is due and on which no protocol was
+// ever opened, and re-arms the timer for the next check. It runs on the timer's goroutine.
+func (s *Service) idleTick() {
+	now := time.Now()
+	var due []*Session
+	s.mu.Lock()
+	a := &s.adm
+	n := 0
+	for n < len(a.idleQ) && !a.idleQ[n].at.After(now) {
+		if sess := s.sessions[a.idleQ[n].id]; sess != nil {
+			due = append(due, sess)
+		}
+		n++
+	}
+	a.idleQ = append(a.idleQ[:0], a.idleQ[n:]...)
+	a.idleArmed = len(a.idleQ) > 0 && !s.closed
+	if a.idleArmed {
+		a.idleTimer.Reset(a.idleQ[0].at.Sub(now))
+	}
+	s.mu.Unlock()
+	d := a.cfg.IdleTimeout
+	for _, sess := range due {
 		sess.mu.Lock()
 		idle := !sess.used && !sess.torn && !sess.closing
 		sess.mu.Unlock()
 		if idle {
 			sess.closeWith(fmt.Errorf("%w (%v)", ErrIdleSession, d))
 		}
-	})
+	}
 }
 
 // trim closes inbound sessions with no protocol open, oldest first and never protected

@@ -320,7 +320,6 @@ func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, e
 		return nil, err
 	}
 	ad.remote = remoteAddrPort(raw)
-	ad.ip = ad.remote.Addr()
 	if err := s.gateAddr(Outbound, ad.remote); err != nil {
 		s.release(&ad)
 		abortConn(raw)
@@ -388,7 +387,7 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect s
 		}
 		ev := Event{Type: typ, Addr: remote, Peer: expect, Direction: dir, Secure: !legacy, Err: err}
 		if dir == Inbound {
-			s.emitRepeat(ev, ad.ip)
+			s.emitRepeat(ev, ad.ip())
 		} else {
 			s.emit(ev)
 		}
@@ -424,7 +423,7 @@ func (s *Service) register(sess *Session) (*Session, error) {
 		sess.abortUnstarted()
 		ev := sess.event(EventGated, err)
 		if sess.dir == Inbound {
-			s.emitRepeat(ev, sess.adm.ip)
+			s.emitRepeat(ev, sess.adm.ip())
 		} else {
 			s.emit(ev)
 		}
@@ -444,7 +443,7 @@ func (s *Service) register(sess *Session) (*Session, error) {
 		s.releaseLocked(&sess.adm)
 		s.mu.Unlock()
 		sess.abortUnstarted()
-		s.emitRepeat(sess.event(EventLimitReached, err), sess.adm.ip)
+		s.emitRepeat(sess.event(EventLimitReached, err), sess.adm.ip())
 		return nil, err
 	}
 	var replaced *Session
@@ -542,9 +541,6 @@ func (s *Service) keepAliveTick() {
 
 func (s *Service) unregister(sess *Session) {
 	s.mu.Lock()
-	if sess.adm.idle != nil {
-		sess.adm.idle.Stop()
-	}
 	s.releaseLocked(&sess.adm)
 	delete(s.sessions, sess.id)
 	if sess.secure && s.byPeer[sess.peer] == sess {
@@ -649,6 +645,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.closed = true
 	if s.kaTimer != nil {
 		s.kaTimer.Stop()
+	}
+	if s.adm.idleTimer != nil {
+		s.adm.idleTimer.Stop()
 	}
 	listeners := make([]*listener, 0, len(s.listeners))
 	for l := range s.listeners {
