@@ -623,7 +623,7 @@ func TestAdmissionLimits(t *testing.T) {
 		}
 	})
 	t.Run("idle", func(t *testing.T) {
-		srv := newService(t, Config{Protocols: []Protocol{echoProto("/e", newInbox())}, Admission: Admission{IdleTimeout: 200 * time.Millisecond}})
+		srv := newService(t, Config{Protocols: []Protocol{echoProto("/e", newInbox())}, Admission: Admission{IdleTimeout: time.Second}})
 		log := collectEvents(srv)
 		addr := listen(t, srv)
 		idle := newService(t, Config{})
@@ -642,7 +642,7 @@ func TestAdmissionLimits(t *testing.T) {
 		log.waitFor(t, "idle close", func(e Event) bool {
 			return e.Type == EventSessionClosed && e.Peer == id && errors.Is(e.Err, ErrIdleSession)
 		})
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 		if srv.Session(busy.ID()) == nil {
 			t.Fatal("a session with a protocol open was closed as idle")
 		}
