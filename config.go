@@ -37,10 +37,16 @@ type Config struct {
 	// puts AES-128-GCM first where the CPU has AES instructions, ChaCha20-Poly1305 otherwise.
 	Ciphers []aead.Suite
 
-	// MaxConnections bounds open sessions plus handshakes in progress, inbound and outbound
-	// together. Default DefaultMaxConnections. Inbound connections beyond it are closed at
-	// once; Dial beyond it returns ErrConnectionLimit.
+	// MaxConnections is the session budget that Admission splits by direction when its
+	// MaxInbound and MaxOutbound are zero: a quarter (at least 1) for outbound sessions and
+	// dials in progress, the rest for inbound sessions. Handshakes in progress are not
+	// counted here (Admission.MaxHandshakes). Default DefaultMaxConnections.
 	MaxConnections int
+
+	// Admission holds the limits by direction, address and subnet, the watermarks, the idle
+	// timeout and the Gater that decide which connections the Service takes (admission.go).
+	// The zero value means the defaults.
+	Admission Admission
 
 	// MaxMessageSize bounds one protocol message, in both directions. Default 4 MiB.
 	MaxMessageSize int
@@ -59,6 +65,12 @@ type Config struct {
 	NegotiationTimeout time.Duration
 	// ShutdownTimeout bounds the graceful part of Close. Default 5 s.
 	ShutdownTimeout time.Duration
+	// HandlerExitTimeout bounds how long a session that has ended waits for its handlers to
+	// return once their Context is done. A handler still running then is logged (warning)
+	// and abandoned: the session is unregistered, Session.Done closed and
+	// EventSessionClosed emitted without it, and Close does not wait for it. Default
+	// DefaultHandlerExitTimeout (5 s).
+	HandlerExitTimeout time.Duration
 
 	// MaxFrameSize is the secio frame limit. Zero: large enough for one full yamux frame of
 	// the mux window, so that every yamux frame is one encrypted frame.
@@ -92,6 +104,7 @@ type Config struct {
 
 	// EventBuffer is the capacity of the Events channel. Default 256. Events that do not
 	// fit are dropped and counted (Service.DroppedEvents); the Service never blocks on them.
+	// Only lifecycle events may use the second half (see Service.Events).
 	EventBuffer int
 
 	// Logger receives the Service's logs. Nil: silent.
@@ -115,8 +128,18 @@ func (c *Config) Validate() error {
 		c.MaxSessionMemory < 0 || c.MaxMemory < 0 {
 		return configError("negative limit")
 	}
-	if c.DialTimeout < 0 || c.HandshakeTimeout < 0 || c.NegotiationTimeout < 0 || c.ShutdownTimeout < 0 {
+	if c.DialTimeout < 0 || c.HandshakeTimeout < 0 || c.NegotiationTimeout < 0 || c.ShutdownTimeout < 0 || c.HandlerExitTimeout < 0 {
 		return configError("negative timeout")
+	}
+	if err := c.Admission.validate(); err != nil {
+		return err
+	}
+	maxConns := c.MaxConnections
+	if maxConns == 0 {
+		maxConns = DefaultMaxConnections
+	}
+	if _, err := c.Admission.resolve(maxConns); err != nil {
+		return err
 	}
 	maxMsg := c.MaxMessageSize
 	if maxMsg == 0 {
@@ -185,6 +208,10 @@ func (c Config) withDefaults() Config {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.HandlerExitTimeout == 0 {
+		c.HandlerExitTimeout = DefaultHandlerExitTimeout
+	}
+	c.Admission, _ = c.Admission.resolve(c.MaxConnections) // checked by Validate
 	if c.EventBuffer == 0 {
 		c.EventBuffer = DefaultEventBuffer
 	}

@@ -18,8 +18,25 @@ var (
 	// ErrSessionBlocked means the session's send queue is full: the peer does not read as
 	// fast as messages are queued. Retry later, or use a SendContext variant that waits.
 	ErrSessionBlocked = errors.New("tendril: session send queue full")
-	// ErrConnectionLimit means Config.MaxConnections sessions (and handshakes) are open.
+	// ErrConnectionLimit means an admission limit refused a connection: inbound or
+	// outbound sessions, handshakes in progress, or a per-IP or per-subnet cap (see
+	// Admission). The error is a *LimitError naming the limit.
 	ErrConnectionLimit = errors.New("tendril: connection limit reached")
+	// ErrGated means the Config.Admission Gater refused a connection or a peer; the error
+	// wraps the Gater's reason.
+	ErrGated = errors.New("tendril: refused by the gater")
+	// ErrTrimmed means admission closed the session to make room: inbound sessions reached
+	// Admission.HighWater and this one had no protocol open.
+	ErrTrimmed = errors.New("tendril: session trimmed by admission")
+	// ErrIdleSession means the session was closed because no protocol was opened on it
+	// within Admission.IdleTimeout.
+	ErrIdleSession = errors.New("tendril: session idle: no protocol opened")
+	// ErrHandshakeEvicted means a handshake in progress was aborted to make room for a newer
+	// connection: every handshake slot was taken, and this one was the oldest.
+	ErrHandshakeEvicted = errors.New("tendril: handshake evicted for a newer connection")
+	// ErrInsecureSession means a protocol without AllowLegacyTEA was asked of a legacy TEA
+	// session.
+	ErrInsecureSession = errors.New("tendril: protocol not allowed on an insecure session")
 	// ErrProtocolNotOpen means the protocol has no open stream on the session.
 	ErrProtocolNotOpen = errors.New("tendril: protocol not open on this session")
 	// ErrUnknownProtocol means the protocol name is not registered on this Service.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/tendril-p2p/tendril/secio"
@@ -27,6 +29,7 @@ const (
 	EventLimitReached                           // a connection or stream was refused by a limit
 	EventSessionBlocked                         // a send was refused because the session's queue was full
 	EventProtocolError                          // a protocol stream failed (oversize or malformed message, reset)
+	EventGated                                  // the Admission Gater refused a connection or peer; Err wraps ErrGated
 )
 
 var eventNames = [...]string{
@@ -43,6 +46,7 @@ var eventNames = [...]string{
 	EventLimitReached:      "limit-reached",
 	EventSessionBlocked:    "session-blocked",
 	EventProtocolError:     "protocol-error",
+	EventGated:             "gated",
 }
 
 // String returns the event's name, e.g. "session-opened".
@@ -65,6 +69,19 @@ type Event struct {
 	Protocol  string       // protocol events
 	Version   string       // protocol events
 	Err       error        // failures
+	// Count is how many occurrences the event stands for: 1, or more when repeats of a
+	// failure from the same peer or address were coalesced (see Service.Events).
+	Count int
+}
+
+// lifecycle reports whether t is a lifecycle event: those are never dropped to make room
+// for others (see emit).
+func (t EventType) lifecycle() bool {
+	switch t {
+	case EventListenStarted, EventListenClosed, EventSessionOpened, EventSessionClosed:
+		return true
+	}
+	return false
 }
 
 // String formats the event for logs.
@@ -85,6 +102,9 @@ func (e Event) String() string {
 	if e.Err != nil {
 		s += " err=" + e.Err.Error()
 	}
+	if e.Count > 1 {
+		s += fmt.Sprintf(" count=%d", e.Count)
+	}
 	return s
 }
 
@@ -94,15 +114,26 @@ func (e Event) String() string {
 func (s *Service) logs(l slog.Level) bool { return s.log.Enabled(context.Background(), l) }
 
 // emit delivers an event without ever blocking the Service: an event that does not fit in
-// the buffer is dropped and counted.
+// the buffer is dropped and counted. Lifecycle events (listen started and closed, session
+// opened and closed) may use the whole buffer, other events only half of it: however many
+// failures a peer provokes, they never crowd out an application's view of who is connected.
 func (s *Service) emit(e Event) {
-	e.Time = time.Now()
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	if e.Count == 0 {
+		e.Count = 1
+	}
 	if s.logs(slog.LevelDebug) {
-		s.log.Debug("event", "type", e.Type.String(), "session", e.SessionID, "peer", e.Peer, "err", e.Err)
+		s.log.Debug("event", "type", e.Type.String(), "session", e.SessionID, "peer", e.Peer, "err", e.Err, "count", e.Count)
 	}
 	s.eventsMu.RLock()
 	defer s.eventsMu.RUnlock()
 	if s.eventsClosed {
+		return
+	}
+	if !e.Type.lifecycle() && len(s.events) >= max(cap(s.events)/2, 1) {
+		s.droppedEvents.Add(1)
 		return
 	}
 	select {
@@ -110,4 +141,116 @@ func (s *Service) emit(e Event) {
 	default:
 		s.droppedEvents.Add(1)
 	}
+}
+
+// Repeated failures are coalesced: per key (a session, or a remote IP before there is one)
+// and event type, coalesceBurst events pass in each coalesceWindow; later ones are counted,
+// and when the window ends one event stands for them all (Count). A peer sending garbage
+// all day costs the application a few events per second, not one per attempt.
+const (
+	coalesceWindow = time.Second
+	coalesceBurst  = 4
+	coalesceKeys   = 4096 // beyond this many keys in one window, new keys share one per type
+)
+
+type coalesceKey struct {
+	typ     EventType
+	session uint64
+	ip      netip.Addr
+}
+
+type coalesceEntry struct {
+	passed     int
+	suppressed int
+	last       Event // the last suppressed event, reported with Count = suppressed
+}
+
+type coalescer struct {
+	mu      sync.Mutex
+	entries map[coalesceKey]*coalesceEntry
+	timer   *time.Timer // flushes the window; armed while something is suppressed
+	armed   bool
+	stopped bool
+}
+
+// emitRepeat emits a failure event that a peer can provoke at will, coalesced by the
+// event's session or, without one, by ip.
+func (s *Service) emitRepeat(e Event, ip netip.Addr) {
+	k := coalesceKey{typ: e.Type, session: e.SessionID}
+	if k.session == 0 {
+		k.ip = ip
+	}
+	c := &s.coalesce
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = make(map[coalesceKey]*coalesceEntry)
+	}
+	ent := c.entries[k]
+	if ent == nil {
+		if len(c.entries) >= coalesceKeys {
+			k = coalesceKey{typ: e.Type}
+			ent = c.entries[k]
+		}
+		if ent == nil {
+			ent = &coalesceEntry{}
+			c.entries[k] = ent
+		}
+	}
+	if ent.passed < coalesceBurst {
+		ent.passed++
+		s.armCoalesceLocked()
+		c.mu.Unlock()
+		s.emit(e)
+		return
+	}
+	ent.suppressed++
+	e.Time = time.Now()
+	ent.last = e
+	c.mu.Unlock()
+}
+
+// armCoalesceLocked starts the window's timer if it is not running.
+func (s *Service) armCoalesceLocked() {
+	c := &s.coalesce
+	if c.armed || c.stopped {
+		return
+	}
+	c.armed = true
+	if c.timer == nil {
+		c.timer = time.AfterFunc(coalesceWindow, s.flushCoalesced)
+	} else {
+		c.timer.Reset(coalesceWindow)
+	}
+}
+
+// flushCoalesced ends a window: one event for each key that had repeats suppressed, and a
+// fresh count for every key.
+func (s *Service) flushCoalesced() {
+	c := &s.coalesce
+	c.mu.Lock()
+	c.armed = false
+	var out []Event
+	for _, ent := range c.entries {
+		if ent.suppressed > 0 {
+			e := ent.last
+			e.Count = ent.suppressed
+			out = append(out, e)
+		}
+	}
+	clear(c.entries)
+	c.mu.Unlock()
+	for _, e := range out {
+		s.emit(e)
+	}
+}
+
+// stopCoalescing stops the window timer for good (the Service is closing).
+func (s *Service) stopCoalescing() {
+	c := &s.coalesce
+	c.mu.Lock()
+	c.stopped = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
 }

@@ -26,6 +26,12 @@ type Protocol struct {
 	// OpenOnConnect makes the dialling side open this protocol as soon as a session is
 	// established, so that both sides' handlers get Connected without further calls.
 	OpenOnConnect bool
+	// AllowLegacyTEA lets the protocol run on legacy TEA sessions (ListenLegacy,
+	// DialLegacy), which are neither authenticated nor integrity-protected: anyone on the
+	// path can read, forge and replay their messages. Off by default: there, this node
+	// refuses the protocol to the peer (a typed refusal, protocol.CodeRefused) and its own
+	// OpenProtocol fails with ErrInsecureSession.
+	AllowLegacyTEA bool
 }
 
 func (p *Protocol) info() protocol.Info {
@@ -76,7 +82,8 @@ func (h HandlerFuncs) Disconnected(ctx *Context) {
 
 // StreamHandler handles one protocol in raw mode: it owns the stream until it returns, and
 // the Service closes the stream then. ServeStream is called on its own goroutine; it should
-// return when the stream fails or when ctx.Done() is closed (the session is ending).
+// return when the stream fails or when ctx.Done() is closed (the session is ending, for
+// whatever reason); see Config.HandlerExitTimeout for one that does not.
 type StreamHandler interface {
 	ServeStream(ctx *Context, version string, stream net.Conn)
 }
@@ -110,7 +117,10 @@ func (c *Context) Version() string { return c.ps.version }
 // Outbound reports whether this node opened the stream.
 func (c *Context) Outbound() bool { return c.ps.outbound }
 
-// Done is closed when the stream is ending (closed by either side, or its session closing).
+// Done is closed when the stream is ending: closed by either side, or its session ending,
+// whatever ended it (closed locally, connection lost or reset, keepalive timeout, trimmed
+// by admission). A handler that keeps running for Config.HandlerExitTimeout after its
+// session ended is abandoned: the session is unregistered without it.
 func (c *Context) Done() <-chan struct{} { return c.ps.closing }
 
 // Send queues msg on this stream without blocking; it returns ErrSessionBlocked if the

@@ -115,7 +115,7 @@ func TestLoad(t *testing.T) {
 	checkNoLeaks(t)
 
 	echo := &echoHandler{}
-	srv := newService(t, Config{Protocols: loadProtocols(echo), MaxConnections: conns + 16})
+	srv := newService(t, Config{Protocols: loadProtocols(echo), Admission: Admission{MaxInbound: conns + 16}})
 	addr := listen(t, srv)
 	g0 := runtime.NumGoroutine()
 	heap0 := liveHeap()

@@ -58,12 +58,14 @@ type Service struct {
 	eventsClosed  bool
 	droppedEvents atomic.Uint64
 
+	coalesce coalescer // repeated failure events (event.go)
+
 	mu        sync.Mutex
 	closed    bool
 	listeners map[*listener]struct{}
 	sessions  map[uint64]*Session
 	byPeer    map[secio.PeerID]*Session
-	pending   int // handshakes in progress, counted against MaxConnections
+	adm       admission // what admission counted (admission.go)
 	nextID    uint64
 	keepAlive time.Duration // ping period for every session; <= 0: none
 	pinging   bool          // the keepalive timer is armed
@@ -102,6 +104,7 @@ func New(cfg Config) (*Service, error) {
 		listeners: make(map[*listener]struct{}),
 		sessions:  make(map[uint64]*Session),
 		byPeer:    make(map[secio.PeerID]*Session),
+		adm:       newAdmission(cfg.Admission, cfg.HandshakeTimeout),
 		done:      make(chan struct{}),
 	}
 	for i := range cfg.Protocols {
@@ -145,7 +148,12 @@ func (s *Service) PublicKey() *secio.PublicKey { return s.key.Public() }
 
 // Events returns the channel on which the Service reports what happens. It is closed by
 // Close. Events that find the channel full are dropped (see DroppedEvents): read it, or
-// ignore it, but a slow reader never slows the Service.
+// ignore it, but a slow reader never slows the Service. Lifecycle events (listen started
+// and closed, session opened and closed) may fill the whole buffer, all others only half
+// of it, so no flood of failures can push them out. Failures a peer can provoke at will
+// (negotiation and protocol errors, refusals, failed inbound handshakes, blocked sends) are
+// coalesced per session or remote IP: a few per second pass, and one event then stands for
+// the rest (Event.Count).
 func (s *Service) Events() <-chan Event { return s.events }
 
 // DroppedEvents returns how many events were dropped because the Events channel was full.
@@ -233,15 +241,24 @@ func (s *Service) acceptLoop(l *listener) {
 			return
 		}
 		delay = 0
-		if err := s.reserve(); err != nil {
+		remote := remoteAddrPort(c)
+		if err := s.gateAddr(Inbound, remote); err != nil {
 			abortConn(c)
-			s.emit(Event{Type: EventLimitReached, Addr: addrFromNet(c.RemoteAddr(), secio.PeerID{}), Direction: Inbound, Err: err})
+			s.emitRepeat(Event{Type: EventGated, Addr: addrFromNet(c.RemoteAddr(), secio.PeerID{}), Direction: Inbound, Err: err}, remote.Addr())
+			continue
+		}
+		hctx, ad, err := s.admitInbound(s.ctx, remote)
+		if err != nil {
+			abortConn(c)
+			if errors.Is(err, ErrConnectionLimit) {
+				s.emitRepeat(Event{Type: EventLimitReached, Addr: addrFromNet(c.RemoteAddr(), secio.PeerID{}), Direction: Inbound, Err: err}, remote.Addr())
+			}
 			continue
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			_, _ = s.setup(s.ctx, c, Inbound, secio.PeerID{}, l.legacy)
+			_, _ = s.setup(hctx, c, ad, secio.PeerID{}, l.legacy)
 		}()
 	}
 }
@@ -253,20 +270,6 @@ func abortConn(c net.Conn) {
 		_ = tc.SetLinger(0)
 	}
 	_ = c.Close()
-}
-
-// reserve takes a connection slot for a handshake about to start.
-func (s *Service) reserve() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrServiceClosed
-	}
-	if len(s.sessions)+s.pending >= s.cfg.MaxConnections {
-		return fmt.Errorf("%w (%d)", ErrConnectionLimit, s.cfg.MaxConnections)
-	}
-	s.pending++
-	return nil
 }
 
 // Dial connects to addr, runs the handshake (verifying the peer ID if addr has one) and
@@ -300,7 +303,8 @@ func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, e
 			return sess, nil
 		}
 	}
-	if err := s.reserve(); err != nil {
+	ad, err := s.admitOutbound()
+	if err != nil {
 		if errors.Is(err, ErrConnectionLimit) {
 			s.emit(Event{Type: EventLimitReached, Addr: addr, Direction: Outbound, Err: err})
 		}
@@ -317,18 +321,20 @@ func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, e
 	raw, err := d.DialContext(dctx, network, hostport)
 	dcancel()
 	if err != nil {
-		s.release()
+		s.release(&ad)
 		err = fmt.Errorf("tendril: dial %s: %w", addr, err)
 		s.emit(Event{Type: EventDialFailed, Addr: addr, Peer: addr.Peer, Direction: Outbound, Err: err})
 		return nil, err
 	}
-	return s.setup(ctx, raw, Outbound, addr.Peer, legacy)
-}
-
-func (s *Service) release() {
-	s.mu.Lock()
-	s.pending--
-	s.mu.Unlock()
+	ad.remote = remoteAddrPort(raw)
+	if err := s.gateAddr(Outbound, ad.remote); err != nil {
+		s.release(&ad)
+		abortConn(raw)
+		err = fmt.Errorf("tendril: dial %s: %w", addr, err)
+		s.emit(Event{Type: EventGated, Addr: addr, Peer: addr.Peer, Direction: Outbound, Err: err})
+		return nil, err
+	}
+	return s.setup(ctx, raw, ad, addr.Peer, legacy)
 }
 
 // tcpKeepAlive is the TCP keepalive setting for net.Dialer and net.ListenConfig: off (-1)
@@ -341,9 +347,17 @@ func (s *Service) tcpKeepAlive() time.Duration {
 	return 0
 }
 
-// setup turns a raw connection into a registered session. The caller has reserved a slot;
-// setup gives it back on every path.
-func (s *Service) setup(ctx context.Context, raw net.Conn, dir Direction, expect secio.PeerID, legacy bool) (*Session, error) {
+// setup turns a raw connection into a registered session. The caller has admitted it (ad);
+// setup gives back what ad holds on every path where no session comes of it.
+func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect secio.PeerID, legacy bool) (*Session, error) {
+	dir := ad.dir
+	if dir == Inbound {
+		// The Service's own bound on an inbound handshake, whatever secio's timers do: a
+		// little after HandshakeTimeout, so that secio's typed timeout normally comes first.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.cfg.HandshakeTimeout+handshakeSlack, secio.ErrHandshakeTimeout)
+		defer cancel()
+	}
 	if tc, ok := raw.(*net.TCPConn); ok && s.cfg.ResetOnClose {
 		_ = tc.SetLinger(0)
 	}
@@ -368,15 +382,22 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, dir Direction, expect
 		}
 	}
 	if err != nil {
-		s.release()
+		s.release(&ad)
 		abortConn(raw)
 		typ := EventHandshakeFailed
 		if errors.Is(err, secio.ErrPeerIDMismatch) {
 			typ = EventPeerIDMismatch
 		}
 		err = fmt.Errorf("tendril: handshake with %s: %w", remote.Transport, err)
-		s.log.Debug("handshake failed", "addr", remote, "dir", dir.String(), "err", err)
-		s.emit(Event{Type: typ, Addr: remote, Peer: expect, Direction: dir, Secure: !legacy, Err: err})
+		if s.logs(slog.LevelDebug) {
+			s.log.Debug("handshake failed", "addr", remote, "dir", dir.String(), "err", err)
+		}
+		ev := Event{Type: typ, Addr: remote, Peer: expect, Direction: dir, Secure: !legacy, Err: err}
+		if dir == Inbound {
+			s.emitRepeat(ev, ad.ip())
+		} else {
+			s.emit(ev)
+		}
 		return nil, err
 	}
 	var ms *mux.Session
@@ -387,29 +408,56 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, dir Direction, expect
 		ms, err = mux.Server(rc, s.cfg.Mux)
 	}
 	if err != nil {
-		s.release()
+		s.release(&ad)
 		sc.Close()
 		return nil, fmt.Errorf("tendril: mux: %w", err)
 	}
 	sess := newSession(s, sc, ms, dir, local, remote)
 	sess.rconn = rc
+	sess.adm = ad
 	return s.register(sess)
 }
+
+// handshakeSlack is how long after HandshakeTimeout the Service aborts an inbound
+// handshake itself.
+const handshakeSlack = 500 * time.Millisecond
 
 // register adds a handshaken session, resolving duplicates by authenticated peer ID, and
 // starts it. It returns the session that is kept for that peer.
 func (s *Service) register(sess *Session) (*Session, error) {
+	if err := s.gatePeer(sess); err != nil {
+		s.release(&sess.adm)
+		sess.abortUnstarted()
+		ev := sess.event(EventGated, err)
+		if sess.dir == Inbound {
+			s.emitRepeat(ev, sess.adm.ip())
+		} else {
+			s.emit(ev)
+		}
+		return nil, err
+	}
+	if sess.dir == Inbound {
+		s.trim() // at the high watermark: make room before counting this one
+	}
 	s.mu.Lock()
-	s.pending--
 	if s.closed {
+		s.releaseLocked(&sess.adm)
 		s.mu.Unlock()
 		sess.abortUnstarted()
 		return nil, ErrServiceClosed
+	}
+	if err := s.admitSessionLocked(&sess.adm); err != nil {
+		s.releaseLocked(&sess.adm)
+		s.mu.Unlock()
+		sess.abortUnstarted()
+		s.emitRepeat(sess.event(EventLimitReached, err), sess.adm.ip())
+		return nil, err
 	}
 	var replaced *Session
 	if sess.secure {
 		if old := s.byPeer[sess.peer]; old != nil {
 			if !s.keepNew(old, sess) {
+				s.releaseLocked(&sess.adm)
 				s.mu.Unlock()
 				s.log.Debug("duplicate session closed", "peer", sess.peer)
 				sess.abortUnstarted()
@@ -422,6 +470,7 @@ func (s *Service) register(sess *Session) (*Session, error) {
 	s.nextID++
 	sess.id = s.nextID
 	s.sessions[sess.id] = sess
+	s.armIdleLocked(sess)
 	s.wg.Add(1)
 	if s.keepAlive > 0 && !s.pinging {
 		s.pinging = true
@@ -438,6 +487,9 @@ func (s *Service) register(sess *Session) (*Session, error) {
 		replaced.closeWith(ErrDuplicateSession)
 	}
 	sess.start()
+	if sess.dir == Inbound {
+		s.trim()
+	}
 	return sess, nil
 }
 
@@ -496,6 +548,7 @@ func (s *Service) keepAliveTick() {
 
 func (s *Service) unregister(sess *Session) {
 	s.mu.Lock()
+	s.releaseLocked(&sess.adm)
 	delete(s.sessions, sess.id)
 	if sess.secure && s.byPeer[sess.peer] == sess {
 		delete(s.byPeer, sess.peer)
@@ -587,7 +640,8 @@ func (s *Service) Close() error {
 // Shutdown stops listening, aborts dials and handshakes in progress, closes every session
 // gracefully (queued messages are sent and streams closed in order) until ctx is done, then
 // closes what is left, waits for every goroutine of the Service (handlers included) and
-// closes the Events channel. It returns ctx's error if the graceful part was cut short.
+// closes the Events channel. Handlers abandoned after Config.HandlerExitTimeout are not
+// waited for. It returns ctx's error if the graceful part was cut short.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -599,6 +653,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	if s.kaTimer != nil {
 		s.kaTimer.Stop()
 	}
+	if s.adm.idleTimer != nil {
+		s.adm.idleTimer.Stop()
+	}
 	listeners := make([]*listener, 0, len(s.listeners))
 	for l := range s.listeners {
 		listeners = append(listeners, l)
@@ -606,6 +663,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 
 	s.cancel()
+	s.stopCoalescing()
 	for _, l := range listeners {
 		l.ln.Close()
 	}

@@ -448,27 +448,30 @@ func TestDisconnectAndReconnect(t *testing.T) {
 	}
 }
 
+// TestMaxConnections: MaxConnections 4 is split into 3 inbound sessions and 1 outbound
+// (a quarter); with trimming off, both are hard limits, and neither direction takes the
+// other's slots.
 func TestMaxConnections(t *testing.T) {
-	srv := newService(t, Config{MaxConnections: 2})
+	srv := newService(t, Config{MaxConnections: 4, Admission: Admission{HighWater: -1}})
 	addr := listen(t, srv)
-	var clients []*Service
 	for range 3 {
-		clients = append(clients, newService(t, Config{}))
-	}
-	for i := range 2 {
-		if _, err := clients[i].Dial(context.Background(), addr); err != nil {
+		if _, err := newService(t, Config{}).Dial(context.Background(), addr); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := clients[2].Dial(context.Background(), addr); err == nil {
-		t.Fatal("third inbound connection accepted over the limit")
-	}
+	waitUntil(t, "three inbound sessions", func() bool { return len(srv.Sessions()) == 3 })
+	// The fourth may complete its handshake on its side before the server refuses it.
+	newService(t, Config{}).Dial(context.Background(), addr)
 	if !waitEvent(t, srv, EventLimitReached) {
 		t.Fatal("no limit event")
 	}
-	// Outbound counts too.
-	other := newService(t, Config{})
-	if _, err := srv.Dial(context.Background(), listen(t, other)); !errors.Is(err, ErrConnectionLimit) {
+	if n := len(srv.Sessions()); n != 3 {
+		t.Fatalf("%d inbound sessions, limit 3", n)
+	}
+	if _, err := srv.Dial(context.Background(), listen(t, newService(t, Config{}))); err != nil {
+		t.Fatalf("outbound with inbound full: %v", err)
+	}
+	if _, err := srv.Dial(context.Background(), listen(t, newService(t, Config{}))); !errors.Is(err, ErrConnectionLimit) {
 		t.Fatalf("outbound over the limit: %v", err)
 	}
 }
@@ -640,8 +643,11 @@ func TestLegacyTEA(t *testing.T) {
 	ba, bb := newInbox(), newInbox()
 	p := echoProto("/legacy", ba)
 	p.OpenOnConnect = true
+	p.AllowLegacyTEA = true
+	pb := echoProto("/legacy", bb)
+	pb.AllowLegacyTEA = true
 	a := newService(t, Config{Protocols: []Protocol{p}, LegacyTEA: &LegacyTEAConfig{Key: key}})
-	b := newService(t, Config{Protocols: []Protocol{echoProto("/legacy", bb)}, LegacyTEA: &LegacyTEAConfig{Key: key}})
+	b := newService(t, Config{Protocols: []Protocol{pb}, LegacyTEA: &LegacyTEAConfig{Key: key}})
 	addr, err := b.ListenLegacy(context.Background(), loopback)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,7 @@ type Session struct {
 	closing  bool                      // graceful shutdown started: no new streams
 	torn     bool                      // teardown started: no new goroutines
 	pinging  bool                      // a keepalive ping is in flight
+	used     bool                      // a protocol stream was registered once (admission: not idle)
 	closeErr error
 	idle     chan struct{} // closed when closing and no streams remain
 	queued   int           // bytes queued for sending, all streams
@@ -54,6 +56,8 @@ type Session struct {
 
 	wg   sync.WaitGroup // stream goroutines
 	done chan struct{}
+
+	adm admitted // what admission counted for the session (admission.go)
 }
 
 func newSession(s *Service, sc *secio.Conn, ms *mux.Session, dir Direction, local, remote Addr) *Session {
@@ -102,7 +106,7 @@ func (s *Session) start() {
 	if s.dir == Outbound {
 		for i := range svc.cfg.Protocols {
 			p := &svc.cfg.Protocols[i]
-			if !p.OpenOnConnect {
+			if !p.OpenOnConnect || !s.allows(p) {
 				continue
 			}
 			s.mu.Lock()
@@ -186,10 +190,16 @@ func (s *Session) end() {
 func (s *Session) teardown() {
 	s.mu.Lock()
 	s.torn = true
+	streams := s.streamsLocked()
 	s.mu.Unlock()
 	s.cancel()
 	s.mux.Close()
-	s.wg.Wait()
+	// Every handler's Context ends with its session, whatever ended it: a handler waiting on
+	// ctx.Done() (as a raw StreamHandler does) returns now.
+	for _, ps := range streams {
+		ps.abort()
+	}
+	s.waitHandlers()
 	s.svc.unregister(s)
 	s.mu.Lock()
 	err := s.closeErr
@@ -209,13 +219,7 @@ func (s *Session) shutdown(ctx context.Context) {
 		s.closing = true
 		s.checkIdleLocked()
 	}
-	streams := make([]*protoStream, 0, len(s.streams)+len(s.raw))
-	for _, ps := range s.streams {
-		streams = append(streams, ps)
-	}
-	for ps := range s.raw {
-		streams = append(streams, ps)
-	}
+	streams := s.streamsLocked()
 	s.mu.Unlock()
 	for _, ps := range streams {
 		ps.closeLocal()
@@ -227,6 +231,38 @@ func (s *Session) shutdown(ctx context.Context) {
 	}
 	s.end()
 	<-s.done
+}
+
+// streamsLocked returns the session's protocol streams, message and raw. s.mu is held.
+func (s *Session) streamsLocked() []*protoStream {
+	streams := make([]*protoStream, 0, len(s.streams)+len(s.raw))
+	for _, ps := range s.streams {
+		streams = append(streams, ps)
+	}
+	for ps := range s.raw {
+		streams = append(streams, ps)
+	}
+	return streams
+}
+
+// waitHandlers waits for the session's goroutines (handlers among them), at most
+// Config.HandlerExitTimeout once their contexts have ended: a handler that ignores its
+// Context must not keep a dead session registered. One that is still running then is
+// logged and abandoned; it keeps only what it holds itself.
+func (s *Session) waitHandlers() {
+	returned := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(returned)
+	}()
+	t := time.NewTimer(s.svc.cfg.HandlerExitTimeout)
+	defer t.Stop()
+	select {
+	case <-returned:
+	case <-t.C:
+		s.svc.log.Warn("handlers still running after their session ended: abandoned",
+			"peer", s.peer, "session", s.id, "waited", s.svc.cfg.HandlerExitTimeout)
+	}
 }
 
 func (s *Session) checkIdleLocked() {
@@ -362,9 +398,9 @@ func (s *Session) stream(name string) *protoStream {
 // For a message-mode protocol (Protocol.Handler) a session has at most one stream per
 // protocol: OpenProtocol returns nil once it is negotiated and this side's handler is
 // starting (Connected comes before any message), or at once if it is already open. Messages
-// sent from here right away reach the peer's handler after its Connected; the peer's own
-// side is registered as it sends its answer, so a Send there may briefly find it not yet
-// open (ErrProtocolNotOpen) if it races this call from another goroutine. For a raw-mode protocol
+// sent from here right away reach the peer's handler after its Connected; the peer registers
+// its end before it answers, so once this returns a Send on the peer finds the protocol
+// open. For a raw-mode protocol
 // (Protocol.StreamHandler) every call opens a new stream and runs the local StreamHandler
 // on it, as the remote one runs on the other end.
 //
@@ -375,13 +411,18 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
 	}
+	if !s.allows(p) {
+		return fmt.Errorf("%w: %q", ErrInsecureSession, name)
+	}
 	if p.StreamHandler != nil {
 		st, version, err := s.openStream(ctx, p)
 		if err != nil {
 			return err
 		}
-		if run := s.startStream(p, version, st, true); run != nil {
+		if _, run := s.startStream(p, version, st, true); run != nil {
 			go run()
+		} else {
+			st.Reset()
 		}
 		return nil
 	}
@@ -420,8 +461,10 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if run := s.startStream(p, version, st, true); run != nil {
+	if _, run := s.startStream(p, version, st, true); run != nil {
 		go run()
+	} else {
+		st.Reset()
 	}
 	return nil
 }
@@ -436,6 +479,9 @@ func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string
 	}
 	if p.StreamHandler == nil {
 		return nil, "", fmt.Errorf("tendril: %q is a message-mode protocol: use OpenProtocol and Send", name)
+	}
+	if !s.allows(p) {
+		return nil, "", fmt.Errorf("%w: %q", ErrInsecureSession, name)
 	}
 	s.mu.Lock()
 	closing := s.closing || s.torn
@@ -458,7 +504,7 @@ func (s *Session) openStream(ctx context.Context, p *Protocol) (*mux.Stream, str
 	st, err := s.mux.OpenStream(ctx)
 	if err != nil {
 		if errors.Is(err, mux.ErrTooManyStreams) {
-			s.svc.emit(s.protoEvent(EventLimitReached, p.Name, "", err))
+			s.svc.emitRepeat(s.protoEvent(EventLimitReached, p.Name, "", err), netip.Addr{})
 		}
 		return nil, "", fmt.Errorf("tendril: open %s: %w", p.Name, err)
 	}
@@ -466,11 +512,19 @@ func (s *Session) openStream(ctx context.Context, p *Protocol) (*mux.Stream, str
 	if err != nil {
 		st.Reset()
 		err = fmt.Errorf("tendril: negotiate %s: %w", p.Name, err)
-		s.svc.emit(s.protoEvent(EventNegotiationFailed, p.Name, "", err))
+		s.svc.emitRepeat(s.protoEvent(EventNegotiationFailed, p.Name, "", err), netip.Addr{})
 		return nil, "", err
 	}
 	return st, version, nil
 }
+
+// allows reports whether p may run on this session: on a legacy TEA session (neither
+// authenticated nor integrity-protected) only protocols that opt in with AllowLegacyTEA.
+func (s *Session) allows(p *Protocol) bool { return s.secure || p.AllowLegacyTEA }
+
+// refusedInsecure is what the acceptor answers when a legacy TEA peer asks for a protocol
+// that did not opt in: a typed refusal the peer can read.
+var refusedInsecure = &protocol.RefusedError{Code: protocol.CodeRefused, Reason: "not available on an insecure session"}
 
 func (s *Session) protoEvent(t EventType, name, version string, err error) Event {
 	e := s.event(t, err)
@@ -534,64 +588,88 @@ func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 	// the acceptor give up and close the stream a moment earlier. Not derived from s.ctx:
 	// closing the mux fails the stream's I/O, and a child would cost each session a map.
 	ctx, cancel := context.WithTimeout(context.Background(), s.svc.cfg.NegotiationTimeout*3/2)
-	info, version, err := protocol.Accept(ctx, st, s.svc.registry)
+	var (
+		ps       *protoStream
+		accepted bool // registered; false: refused by the dual-open rule, reset after answering
+	)
+	// The stream is registered before the answer leaves (with its writer held back until
+	// the answer is sent), so that once the opener's OpenProtocol returns, a Send on this
+	// end finds the protocol open.
+	info, _, err := protocol.AcceptCommit(ctx, st, s.svc.registry, func(info protocol.Info, version string) error {
+		p := s.svc.protocols[info.Name]
+		if !s.allows(p) {
+			return refusedInsecure
+		}
+		ps, run = s.startStream(p, version, st, false)
+		accepted = run != nil
+		return nil
+	})
 	cancel()
 	if err != nil {
+		if accepted {
+			ps.discard(err) // registered, but the answer did not get out
+		}
 		st.Close() // not Reset: the refusal must reach the opener
-		s.svc.emit(s.protoEvent(EventNegotiationFailed, info.Name, "", fmt.Errorf("tendril: accept protocol: %w", err)))
+		s.svc.emitRepeat(s.protoEvent(EventNegotiationFailed, info.Name, "", fmt.Errorf("tendril: accept protocol: %w", err)), netip.Addr{})
 		return nil
 	}
-	return s.startStream(s.svc.protocols[info.Name], version, st, false)
+	if !accepted {
+		st.Reset()
+		return nil
+	}
+	ps.answered()
+	return run
 }
 
-// startStream registers a negotiated stream and returns what serves it (nil if the stream
-// was refused), which the caller runs on a new goroutine. A
-// message-mode protocol has at most one stream per session; when both sides opened it at
-// once, both keep the stream opened by the session's dialling side and close the other.
-func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbound bool) (run func()) {
-	ps := &protoStream{
+// startStream registers a negotiated stream and returns it with what serves it, which the
+// caller runs on a new goroutine; a nil run means the stream was refused, and the caller
+// resets it. A stream the peer opened (!outbound) is registered before the answer is sent:
+// its writer waits for answered. A message-mode protocol has at most one stream per
+// session; when both sides opened it at once, both keep the stream opened by the session's
+// dialling side and close the other.
+func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbound bool) (ps *protoStream, run func()) {
+	ps = &protoStream{
 		sess:     s,
 		proto:    p,
 		version:  version,
 		st:       st,
 		outbound: outbound,
+		held:     !outbound,
 		closing:  make(chan struct{}),
 		wdone:    make(chan struct{}),
 	}
 	ps.ctx = &Context{ps: ps}
 	if p.StreamHandler != nil {
-		return s.startRaw(ps)
+		return ps, s.startRaw(ps)
 	}
 	fromDialer := outbound == (s.dir == Outbound)
 	s.mu.Lock()
 	if s.torn || s.closing {
 		s.mu.Unlock()
-		st.Reset()
-		return nil
+		return ps, nil
 	}
 	var replaced *protoStream
 	if old := s.streams[p.Name]; old != nil {
 		oldFromDialer := old.outbound == (s.dir == Outbound)
 		if !fromDialer || oldFromDialer {
 			s.mu.Unlock()
-			st.Reset()
-			return nil
+			return ps, nil
 		}
 		replaced = old
 	} else if _, pending := s.opening[p.Name]; pending && !outbound && s.dir == Outbound {
 		// Our own open, from the dialling side, will win: refuse the peer's.
 		s.mu.Unlock()
-		st.Reset()
-		return nil
+		return ps, nil
 	}
 	s.streams[p.Name] = ps
+	s.used = true
 	s.wg.Add(1)
 	s.mu.Unlock()
 	if replaced != nil {
 		replaced.abort()
 	}
 	s.svc.emit(s.protoEvent(EventProtocolOpened, p.Name, version, nil))
-	return ps.readLoop
+	return ps, ps.readLoop
 }
 
 // startRaw registers a raw-mode stream and returns what runs its StreamHandler and closes
@@ -600,10 +678,10 @@ func (s *Session) startRaw(ps *protoStream) (run func()) {
 	s.mu.Lock()
 	if s.torn || s.closing {
 		s.mu.Unlock()
-		ps.st.Reset()
 		return nil
 	}
 	s.raw[ps] = struct{}{}
+	s.used = true
 	s.wg.Add(1)
 	ps.wclosed = true
 	s.mu.Unlock()
@@ -671,6 +749,31 @@ type protoStream struct {
 	aborted bool
 	writing bool // a writer goroutine is running
 	wclosed bool // wdone is closed
+	held    bool // accepted but the negotiation answer is not sent yet: no writer may start
+}
+
+// answered lets the writer of a stream the peer opened start, now that the negotiation
+// answer is sent: messages queued meanwhile follow it.
+func (ps *protoStream) answered() {
+	s := ps.sess
+	s.mu.Lock()
+	ps.held = false
+	if len(ps.queue) > 0 || ps.noMore {
+		ps.ensureWriterLocked()
+	}
+	s.mu.Unlock()
+}
+
+// discard undoes the registration of a stream whose negotiation answer could not be sent:
+// its handler never runs.
+func (ps *protoStream) discard(err error) {
+	s := ps.sess
+	s.mu.Lock()
+	ps.held = false
+	s.mu.Unlock()
+	ps.abort()
+	ps.finish(err)
+	s.wg.Done()
 }
 
 // send queues a copy of msg. If wait is false it never waits; otherwise it waits under ctx
@@ -696,7 +799,7 @@ func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
 		}
 		if !wait {
 			s.mu.Unlock()
-			s.svc.emit(s.protoEvent(EventSessionBlocked, ps.proto.Name, ps.version, ErrSessionBlocked))
+			s.svc.emitRepeat(s.protoEvent(EventSessionBlocked, ps.proto.Name, ps.version, ErrSessionBlocked), netip.Addr{})
 			return ErrSessionBlocked
 		}
 		s.waiters++
@@ -745,6 +848,9 @@ func (ps *protoStream) ensureWriterLocked() {
 		ps.wclosed = true
 		close(ps.wdone)
 		return
+	}
+	if ps.held {
+		return // answered starts it
 	}
 	ps.writing = true
 	s.wg.Add(1)
@@ -915,7 +1021,7 @@ func (ps *protoStream) fail(err error) {
 	default:
 		if err != nil {
 			s.svc.log.Debug("protocol stream failed", "peer", s.peer, "protocol", ps.proto.Name, "err", err)
-			s.svc.emit(s.protoEvent(EventProtocolError, ps.proto.Name, ps.version, err))
+			s.svc.emitRepeat(s.protoEvent(EventProtocolError, ps.proto.Name, ps.version, err), netip.Addr{})
 		}
 	}
 	ps.abort()

@@ -112,8 +112,10 @@ func tendrilConfig(suite aead.Suite) tendril.Config {
 	return tendril.Config{
 		Ciphers:        []aead.Suite{suite},
 		MaxConnections: 1 << 16,
-		EventBuffer:    16,   // nobody reads the events here
-		ResetOnClose:   true, // every transport here closes with a reset, as go-libp2p does
+		// Idle connections are what some benchmarks measure: admission must not close them.
+		Admission:    tendril.Admission{IdleTimeout: -1},
+		EventBuffer:  16,   // nobody reads the events here
+		ResetOnClose: true, // every transport here closes with a reset, as go-libp2p does
 		Protocols: []tendril.Protocol{{
 			Name:     benchProtocol,
 			Versions: []string{"1.0"},

@@ -86,6 +86,17 @@ func Negotiate(ctx context.Context, conn net.Conn, name string, versions []strin
 // and an Info carrying only the requested Name (empty if the request could not
 // be read). ctx is applied as for Negotiate.
 func Accept(ctx context.Context, conn net.Conn, reg *Registry) (Info, string, error) {
+	return AcceptCommit(ctx, conn, reg, nil)
+}
+
+// AcceptCommit is Accept with a commit step: once the version is chosen, and before the
+// answer is sent, commit is called with the protocol and the version. The caller makes its
+// end of the stream ready there (registers it, say), so that by the time the opener learns
+// the stream is accepted, the acceptor's end already exists. If commit returns an error, a
+// refusal is sent instead of the answer (with the error's code and reason if it is a
+// *RefusedError, CodeRefused otherwise) and the error is returned, wrapped. Nil commit
+// makes it Accept.
+func AcceptCommit(ctx context.Context, conn net.Conn, reg *Registry, commit func(Info, string) error) (Info, string, error) {
 	var (
 		info    Info
 		name    string
@@ -127,6 +138,16 @@ func Accept(ctx context.Context, conn net.Conn, reg *Registry) (Info, string, er
 		}
 		if !offered {
 			return refuse(conn, CodeRefused, "internal error", fmt.Errorf("%w: %s: %q", ErrBadSelection, name, truncate(v)))
+		}
+		if commit != nil {
+			if err := commit(info, v); err != nil {
+				code, reason := CodeRefused, ""
+				var re *RefusedError
+				if errors.As(err, &re) {
+					code, reason = re.Code, re.Reason
+				}
+				return refuse(conn, code, reason, fmt.Errorf("protocol: %s refused by the acceptor: %w", name, err))
+			}
 		}
 		if _, err := conn.Write(appendAccept(buf[:0], v)); err != nil {
 			return fmt.Errorf("protocol: sending negotiation answer: %w", err)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -400,3 +401,60 @@ func (c readConn) RemoteAddr() net.Addr             { return nil }
 func (c readConn) SetDeadline(time.Time) error      { return nil }
 func (c readConn) SetReadDeadline(time.Time) error  { return nil }
 func (c readConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestAcceptCommit: commit runs before the answer leaves (the opener cannot have its answer
+// while commit is running), and an error from it becomes a refusal with its code and reason.
+func TestAcceptCommit(t *testing.T) {
+	transports(t, func(t *testing.T, a, b net.Conn) {
+		reg := NewRegistry()
+		if err := reg.Register(Info{Name: "/c", Versions: []string{"1", "2"}}); err != nil {
+			t.Fatal(err)
+		}
+		answered := make(chan struct{})
+		var committed atomic.Bool
+		ch := make(chan acceptResult, 1)
+		go func() {
+			info, v, err := AcceptCommit(context.Background(), b, reg, func(info Info, v string) error {
+				if info.Name != "/c" || v != "2" {
+					t.Errorf("commit(%q, %q)", info.Name, v)
+				}
+				select {
+				case <-answered:
+					t.Error("the opener had its answer before commit ran")
+				case <-time.After(20 * time.Millisecond):
+				}
+				committed.Store(true)
+				return nil
+			})
+			ch <- acceptResult{info, v, err}
+		}()
+		got, err := Negotiate(context.Background(), a, "/c", []string{"1", "2"})
+		close(answered)
+		if err != nil || got != "2" || !committed.Load() {
+			t.Fatalf("Negotiate = %q, %v (committed %v)", got, err, committed.Load())
+		}
+		if res := <-ch; res.err != nil || res.version != "2" {
+			t.Fatalf("AcceptCommit = %+v", res)
+		}
+	})
+	transports(t, func(t *testing.T, a, b net.Conn) {
+		reg := NewRegistry()
+		if err := reg.Register(Info{Name: "/c", Versions: []string{"1"}}); err != nil {
+			t.Fatal(err)
+		}
+		why := &RefusedError{Code: CodeUnknownProtocol, Reason: "insecure session"}
+		ch := make(chan acceptResult, 1)
+		go func() {
+			info, v, err := AcceptCommit(context.Background(), b, reg, func(Info, string) error { return why })
+			ch <- acceptResult{info, v, err}
+		}()
+		_, err := Negotiate(context.Background(), a, "/c", []string{"1"})
+		var re *RefusedError
+		if !errors.As(err, &re) || re.Code != CodeUnknownProtocol || re.Reason != "insecure session" {
+			t.Fatalf("Negotiate error = %v, want the commit's refusal", err)
+		}
+		if res := <-ch; !errors.Is(res.err, why) {
+			t.Fatalf("AcceptCommit = %+v, want the commit's error", res)
+		}
+	})
+}

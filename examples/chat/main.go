@@ -106,10 +106,14 @@ func chatProtocol(n *node, versions ...string) tendril.Protocol {
 }
 
 func newChatService(n *node, key *secio.PrivateKey, legacyKey []byte, versions ...string) (*tendril.Service, error) {
-	cfg := tendril.Config{PrivateKey: key, Protocols: []tendril.Protocol{chatProtocol(n, versions...)}}
+	p := chatProtocol(n, versions...)
+	cfg := tendril.Config{PrivateKey: key}
 	if legacyKey != nil {
 		cfg.LegacyTEA = &tendril.LegacyTEAConfig{Key: legacyKey}
+		// The chat opts in to the insecure legacy sessions the user asked for with -legacy-tea.
+		p.AllowLegacyTEA = true
 	}
+	cfg.Protocols = []tendril.Protocol{p}
 	svc, err := tendril.New(cfg)
 	if err != nil {
 		return nil, err

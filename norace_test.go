@@ -1,0 +1,5 @@
+//go:build !race
+
+package tendril
+
+const raceEnabled = false
