@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The proxy's tests run on a loaded 2-core machine: a chunk must never leave early (that is
+// exact), but may leave late by a lot, so upper bounds are generous and no test asks for speed.
+
+// proxyTo starts a TCP server running handle for every connection and a delay proxy in front
+// of it; everything is closed when the test ends.
+func proxyTo(t *testing.T, cfg proxyConfig, handle func(*net.TCPConn)) *delayProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				handle(c.(*net.TCPConn))
+			})
+		}
+	})
+	cfg.Target = ln.Addr().String()
+	p, err := startDelayProxy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Close()
+		ln.Close()
+		wg.Wait()
+	})
+	return p
+}
+
+func dialProxy(t *testing.T, p *delayProxy) *net.TCPConn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
+// stampNow puts the current time in b.
+func stampNow(b []byte) { binary.BigEndian.PutUint64(b, uint64(time.Now().UnixNano())) }
+
+func sinceStamp(b []byte) time.Duration {
+	return time.Duration(time.Now().UnixNano() - int64(binary.BigEndian.Uint64(b)))
+}
+
+// TestDelayProxyDelay measures each direction's delay on its own: both ends run in this
+// process, so a timestamp written by one end is read against the same clock by the other.
+func TestDelayProxyDelay(t *testing.T) {
+	const delay = 40 * time.Millisecond
+	up := make(chan time.Duration, 16)
+	p := proxyTo(t, proxyConfig{Delay: delay}, func(c *net.TCPConn) {
+		var msg [8]byte
+		for {
+			if _, err := io.ReadFull(c, msg[:]); err != nil {
+				return
+			}
+			up <- sinceStamp(msg[:])
+			stampNow(msg[:])
+			if _, err := c.Write(msg[:]); err != nil {
+				return
+			}
+		}
+	})
+	c := dialProxy(t, p)
+	var ups, downs []time.Duration
+	var msg [8]byte
+	for range 5 {
+		stampNow(msg[:])
+		if _, err := c.Write(msg[:]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, msg[:]); err != nil {
+			t.Fatal(err)
+		}
+		downs = append(downs, sinceStamp(msg[:]))
+		ups = append(ups, <-up)
+	}
+	for name, ds := range map[string][]time.Duration{"client to server": ups, "server to client": downs} {
+		least := ds[0]
+		for _, d := range ds {
+			if d < delay {
+				t.Errorf("%s: a message took %v, less than the delay %v", name, d, delay)
+			}
+			least = min(least, d)
+		}
+		// The fastest of five should be close; the slack is for a loaded machine.
+		if least > delay+100*time.Millisecond {
+			t.Errorf("%s: the fastest of %v took %v, want about %v", name, ds, least, delay)
+		}
+	}
+}
+
+// TestDelayProxyRate sends through a 1 MB/s bottleneck faster than it drains: the transfer
+// takes at least its link time, and the proxy's queue fills to its bound but not beyond.
+func TestDelayProxyRate(t *testing.T) {
+	const (
+		rate  = 8_000_000 // bits/s: 1 MB/s
+		size  = 300_000
+		queue = 32 << 10
+		delay = 5 * time.Millisecond
+	)
+	done := make(chan int64, 1)
+	p := proxyTo(t, proxyConfig{Delay: delay, Rate: rate, Queue: queue, SocketBuffer: 32 << 10}, func(c *net.TCPConn) {
+		n, _ := io.Copy(io.Discard, c)
+		done <- n
+	})
+	c := dialProxy(t, p)
+	start := time.Now()
+	if _, err := c.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-done; n != size {
+		t.Fatalf("server received %d bytes of %d", n, size)
+	}
+	elapsed := time.Since(start)
+	want := linkTime(size, rate) + delay
+	if elapsed < want {
+		t.Errorf("%d bytes at %d bit/s took %v, less than the link time %v", size, rate, elapsed, want)
+	}
+	if elapsed > 4*want {
+		t.Errorf("%d bytes at %d bit/s took %v, want about %v", size, rate, elapsed, want)
+	}
+	if b := p.peakBacklog.Load(); b > queue || b < queue/2 {
+		t.Errorf("bottleneck queue peaked at %d bytes, want at most %d and near it", b, queue)
+	}
+}
+
+// TestDelayProxyHalfClose: end-of-stream travels each way after the data and the delay, and
+// the other direction stays open until it ends too.
+func TestDelayProxyHalfClose(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	p := proxyTo(t, proxyConfig{Delay: delay}, func(c *net.TCPConn) {
+		got, err := io.ReadAll(c)
+		if err != nil || string(got) != "ping" {
+			return
+		}
+		if _, err := c.Write([]byte("pong")); err != nil {
+			return
+		}
+		_ = c.CloseWrite()
+	})
+	c := dialProxy(t, p)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "pong" {
+		t.Fatalf("read %q, want the server's answer to a half-closed request", got)
+	}
+	if e := time.Since(start); e < 2*delay {
+		t.Errorf("the answer and its end came back after %v, less than a round trip (%v)", e, 2*delay)
+	}
+}
+
+// TestDelayProxyReset: a reset travels as a reset, after the delay.
+func TestDelayProxyReset(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	p := proxyTo(t, proxyConfig{Delay: delay}, func(c *net.TCPConn) {
+		var b [1]byte
+		if _, err := c.Read(b[:]); err == nil {
+			resetClose(c)
+		}
+	})
+	c := dialProxy(t, p)
+	start := time.Now()
+	if _, err := c.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Read(make([]byte, 1))
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read after the server's reset: %v, want ECONNRESET", err)
+	}
+	if e := time.Since(start); e < 2*delay {
+		t.Errorf("the reset came back after %v, less than a round trip (%v)", e, 2*delay)
+	}
+}
+
+// TestDelayProxyClose: closing the proxy ends its connections at once (goleak, in TestMain,
+// checks that its goroutines end).
+func TestDelayProxyClose(t *testing.T) {
+	p := proxyTo(t, proxyConfig{Delay: time.Hour}, func(c *net.TCPConn) { _, _ = io.Copy(io.Discard, c) })
+	c := dialProxy(t, p)
+	if _, err := c.Write([]byte("held for an hour")); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the proxy holds the bytes, then close it under them.
+	for deadline := time.Now().Add(5 * time.Second); p.peakInFlight.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy never read the bytes")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, syscall.ETIMEDOUT) || isTimeout(err) {
+		t.Fatalf("read after the proxy closed: %v, want end of stream or reset", err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestDelayProxyBoundedInFlight: a receiver that does not read makes the proxy hold at most
+// MaxInFlight; the rest waits in the sender's socket.
+func TestDelayProxyBoundedInFlight(t *testing.T) {
+	const limit = 256 << 10
+	release := make(chan struct{})
+	p := proxyTo(t, proxyConfig{Delay: time.Millisecond, MaxInFlight: limit, SocketBuffer: 32 << 10}, func(c *net.TCPConn) {
+		_ = c.SetReadBuffer(32 << 10)
+		<-release
+	})
+	c := dialProxy(t, p)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = c.SetWriteDeadline(time.Now().Add(400 * time.Millisecond))
+		buf := bytes.Repeat([]byte{'x'}, 64<<10)
+		for {
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(release)
+	if n := p.peakInFlight.Load(); n > limit || n < limit/2 {
+		t.Errorf("the proxy held at most %d bytes for a receiver that does not read, want at most %d and near it", n, limit)
+	}
+}
