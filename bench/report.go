@@ -143,7 +143,7 @@ func scale(v []float64, f float64) []float64 {
 	return out
 }
 
-func writeJSON(w io.Writer, rep report) error {
+func writeJSON(w io.Writer, rep any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
