@@ -158,36 +158,58 @@ func (p *delayProxy) accept() {
 }
 
 // serve forwards one connection until both directions have ended.
+//
+// TCP's handshake is modelled too: the client's connect completed at once on loopback,
+// where on a real path it would have taken a round trip, and the server would accept the
+// connection half a round trip later still, with the client's ACK. So the target is dialled
+// 1.5 RTT after the accept, and nothing the client sent before is delivered earlier than
+// that: a client that writes at once is served as if it had waited for its connect.
 func (p *delayProxy) serve(client *net.TCPConn) {
 	if !p.track(client) {
 		client.Close()
 		return
 	}
 	defer p.untrack(client)
-	var d net.Dialer
-	nc, err := d.DialContext(p.ctx, "tcp", p.cfg.Target)
-	if err != nil {
+	if n := p.cfg.SocketBuffer; n > 0 {
+		_ = client.SetReadBuffer(n)
+	}
+	open := time.Now().Add(3 * p.cfg.Delay)
+	ctx, cancel := context.WithCancel(p.ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	up := p.newPipe(client, nil)
+	up.notBefore = open
+	wg.Go(func() { up.read(ctx) })
+	abort := func() {
+		cancel()
 		resetClose(client)
+	}
+	if !sleepCtx(ctx, time.Until(open)) {
+		abort()
+		return
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", p.cfg.Target)
+	if err != nil {
+		abort()
 		return
 	}
 	target := nc.(*net.TCPConn)
 	if !p.track(target) {
 		target.Close()
-		client.Close()
+		abort()
 		return
 	}
 	defer p.untrack(target)
 	if n := p.cfg.SocketBuffer; n > 0 {
-		_ = client.SetReadBuffer(n)
 		_ = target.SetReadBuffer(n)
 	}
-	ctx, cancel := context.WithCancel(p.ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, pp := range []*pipe{p.newPipe(client, target), p.newPipe(target, client)} {
-		wg.Go(func() { pp.read(ctx) })
-		wg.Go(func() { pp.write(ctx) })
-	}
+	up.dst = target
+	down := p.newPipe(target, client)
+	wg.Go(func() { up.write(ctx) })
+	wg.Go(func() { down.read(ctx) })
+	wg.Go(func() { down.write(ctx) })
 	wg.Wait()
 	client.Close()
 	target.Close()
@@ -217,6 +239,8 @@ type pipe struct {
 	held     atomic.Int64
 	// lastDepart is when the last chunk read finishes crossing the bottleneck (reader only).
 	lastDepart time.Time
+	// notBefore is the earliest delivery: when the connection would be open at the far end.
+	notBefore time.Time
 }
 
 func (p *delayProxy) newPipe(src, dst *net.TCPConn) *pipe {
@@ -291,6 +315,14 @@ func (pp *pipe) read(ctx context.Context) {
 
 // stamp returns when n bytes read at now leave the proxy, and books their time on the link.
 func (pp *pipe) stamp(now time.Time, n int) time.Time {
+	due := pp.stampLink(now, n)
+	if due.Before(pp.notBefore) {
+		return pp.notBefore
+	}
+	return due
+}
+
+func (pp *pipe) stampLink(now time.Time, n int) time.Time {
 	cfg := &pp.p.cfg
 	if cfg.Rate == 0 {
 		return now.Add(cfg.Delay)

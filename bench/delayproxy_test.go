@@ -113,6 +113,35 @@ func TestDelayProxyDelay(t *testing.T) {
 	}
 }
 
+// TestDelayProxyConnect: a connection costs a round trip before the client's first byte can
+// cross, as TCP's handshake does on a real path, so a request answered at once takes two.
+func TestDelayProxyConnect(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	accepted := make(chan time.Time, 1)
+	p := proxyTo(t, proxyConfig{Delay: delay}, func(c *net.TCPConn) {
+		accepted <- time.Now()
+		_, _ = io.Copy(c, c)
+	})
+	start := time.Now()
+	c := dialProxy(t, p)
+	if _, err := c.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	e := time.Since(start)
+	if a := (<-accepted).Sub(start); a < 3*delay {
+		t.Errorf("the server accepted after %v, before the client's ACK would arrive (%v)", a, 3*delay)
+	}
+	if e < 4*delay {
+		t.Errorf("connect and one round trip took %v, less than two round trips (%v)", e, 4*delay)
+	}
+	if e > 4*delay+150*time.Millisecond {
+		t.Errorf("connect and one round trip took %v, want about %v", e, 4*delay)
+	}
+}
+
 // TestDelayProxyRate sends through a 1 MB/s bottleneck faster than it drains: the transfer
 // takes at least its link time, and the proxy's queue fills to its bound but not beyond.
 func TestDelayProxyRate(t *testing.T) {
