@@ -5,6 +5,8 @@ package main
 // passes a bottleneck link first: a queue of bounded size drained at a fixed bit rate. When
 // that queue is full the proxy stops reading, so that the sender's TCP stack holds the
 // backlog (backpressure), as a host does whose link is saturated; no packet is ever lost.
+// The link is shared: every connection through the proxy queues on the same one in each
+// direction, first come first served, as on one access link.
 //
 // Timing is by deadline: every chunk read gets the time it must leave the proxy (arrival,
 // plus its turn on the bottleneck, plus the delay), and the writer sleeps until the first
@@ -67,6 +69,9 @@ type delayProxy struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	pool     sync.Pool
+	// links are the bottleneck's two directions, shared by all connections: up carries
+	// what clients send, down what the target sends.
+	up, down link
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -178,7 +183,7 @@ func (p *delayProxy) serve(client *net.TCPConn) {
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	up := p.newPipe(client, nil)
+	up := p.newPipe(client, nil, &p.up)
 	up.notBefore = open
 	wg.Go(func() { up.read(ctx) })
 	abort := func() {
@@ -206,7 +211,7 @@ func (p *delayProxy) serve(client *net.TCPConn) {
 		_ = target.SetReadBuffer(n)
 	}
 	up.dst = target
-	down := p.newPipe(target, client)
+	down := p.newPipe(target, client, &p.down)
 	wg.Go(func() { up.write(ctx) })
 	wg.Go(func() { down.read(ctx) })
 	wg.Go(func() { down.write(ctx) })
@@ -237,15 +242,21 @@ type pipe struct {
 	q        chan chunk
 	inFlight *semaphore.Weighted
 	held     atomic.Int64
-	// lastDepart is when the last chunk read finishes crossing the bottleneck (reader only).
-	lastDepart time.Time
+	link     *link
 	// notBefore is the earliest delivery: when the connection would be open at the far end.
 	notBefore time.Time
 }
 
-func (p *delayProxy) newPipe(src, dst *net.TCPConn) *pipe {
+// A link is one direction of the bottleneck.
+type link struct {
+	mu sync.Mutex
+	// lastDepart is when the last chunk booked finishes crossing the link.
+	lastDepart time.Time
+}
+
+func (p *delayProxy) newPipe(src, dst *net.TCPConn, l *link) *pipe {
 	return &pipe{
-		p: p, src: src, dst: dst,
+		p: p, src: src, dst: dst, link: l,
 		// The byte budget bounds the queue; the channel only needs to hold as many
 		// chunks as that budget can, at worst one small read each.
 		q:        make(chan chunk, 4096),
@@ -274,7 +285,8 @@ func (pp *pipe) read(ctx context.Context) {
 	for {
 		if cfg.Rate > 0 {
 			// Wait until the bottleneck queue has room for a full read: what waits to
-			// cross the link is what it sends from now until lastDepart.
+			// cross the link is what it sends from now until lastDepart. Connections
+			// that find room at once may each add a read beyond the queue.
 			backlog := pp.backlog(time.Now())
 			if over := backlog + int64(size) - int64(cfg.Queue); over > 0 {
 				if !sleepCtx(ctx, linkTime(over, cfg.Rate)) {
@@ -327,21 +339,33 @@ func (pp *pipe) stampLink(now time.Time, n int) time.Time {
 	if cfg.Rate == 0 {
 		return now.Add(cfg.Delay)
 	}
+	l := pp.link
+	l.mu.Lock()
 	depart := now
-	if pp.lastDepart.After(now) {
-		depart = pp.lastDepart
+	if l.lastDepart.After(now) {
+		depart = l.lastDepart
 	}
-	pp.lastDepart = depart.Add(linkTime(int64(n), cfg.Rate))
-	peak(&pp.p.peakBacklog, pp.backlog(now))
-	return pp.lastDepart.Add(cfg.Delay)
+	l.lastDepart = depart.Add(linkTime(int64(n), cfg.Rate))
+	last := l.lastDepart
+	l.mu.Unlock()
+	peak(&pp.p.peakBacklog, pp.p.backlog(last, now))
+	return last.Add(cfg.Delay)
 }
 
-// backlog is the bytes that still wait to cross the bottleneck at now.
+// backlog is the bytes that still wait to cross the pipe's link at now.
 func (pp *pipe) backlog(now time.Time) int64 {
-	if !pp.lastDepart.After(now) {
+	pp.link.mu.Lock()
+	last := pp.link.lastDepart
+	pp.link.mu.Unlock()
+	return pp.p.backlog(last, now)
+}
+
+// backlog is the bytes a link whose last booked chunk departs at last still holds at now.
+func (p *delayProxy) backlog(last, now time.Time) int64 {
+	if !last.After(now) {
 		return 0
 	}
-	return int64(pp.lastDepart.Sub(now).Seconds() * float64(pp.p.cfg.Rate) / 8)
+	return int64(last.Sub(now).Seconds() * float64(p.cfg.Rate) / 8)
 }
 
 // linkTime is how long n bytes take to cross a link of rate bits per second.

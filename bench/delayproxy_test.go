@@ -180,6 +180,39 @@ func TestDelayProxyRate(t *testing.T) {
 	}
 }
 
+// TestDelayProxySharedLink: connections through one proxy share its bottleneck, so two
+// transfers at once take as long as both bytes counts on one link.
+func TestDelayProxySharedLink(t *testing.T) {
+	const (
+		rate = 8_000_000 // bits/s: 1 MB/s
+		size = 150_000   // per connection
+	)
+	done := make(chan int64, 2)
+	p := proxyTo(t, proxyConfig{Delay: time.Millisecond, Rate: rate, Queue: 32 << 10}, func(c *net.TCPConn) {
+		n, _ := io.Copy(io.Discard, c)
+		done <- n
+	})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 2 {
+		c := dialProxy(t, p)
+		wg.Go(func() {
+			if _, err := c.Write(make([]byte, size)); err == nil {
+				_ = c.CloseWrite()
+			}
+		})
+	}
+	wg.Wait()
+	for range 2 {
+		if n := <-done; n != size {
+			t.Fatalf("server received %d bytes of %d", n, size)
+		}
+	}
+	if e, want := time.Since(start), linkTime(2*size, rate); e < want {
+		t.Errorf("two connections moved %d bytes each in %v, less than their link time together (%v)", size, e, want)
+	}
+}
+
 // TestDelayProxyHalfClose: end-of-stream travels each way after the data and the delay, and
 // the other direction stays open until it ends too.
 func TestDelayProxyHalfClose(t *testing.T) {

@@ -565,7 +565,7 @@ func drawWANChart(path string, rep wanReport) error {
 	}
 	labels := make([]string, len(ms))
 	for i, m := range ms {
-		labels[i] = strings.NewReplacer("first reply, ", "reply ", "64 B round trip beside bulk, ", "loaded ", " streams", "str", " stream", "str", "RTT ", "").Replace(m.Label)
+		labels[i] = strings.NewReplacer("first reply, ", "reply ", "64 B round trip beside bulk, ", "loaded ", " streams", " str", " stream", " str", "RTT ", "").Replace(m.Label)
 	}
 	w := vg.Points(7)
 	top := 1.0
