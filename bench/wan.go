@@ -216,7 +216,7 @@ func runWANTransport(ctx context.Context, t transportSpec, o options, queue int,
 				res.add(id("reply"), t.Name, float64(d)/1e6)
 			}
 			for _, n := range []int{1, 8} {
-				p.step(r, fmt.Sprintf("%s: %d streams, %s", t.Name, n, rttLabel(rtt)))
+				p.step(r, fmt.Sprintf("%s: %s, %s", t.Name, map[int]string{1: "1 stream", 8: "8 streams"}[n], rttLabel(rtt)))
 				bps, _, err := bulk(ctx, srv, n, o.Duration)
 				if err != nil {
 					return fmt.Errorf("bulk, %d streams: %w", n, err)
