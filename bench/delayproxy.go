@@ -80,6 +80,44 @@ type delayProxy struct {
 	// Peaks observed over the proxy's life, for tests and for checking a run.
 	peakBacklog  atomic.Int64 // bytes waiting for the bottleneck link, one direction
 	peakInFlight atomic.Int64 // bytes held by one direction of one connection
+
+	late lateness
+}
+
+// lateness sums how late the writers' timers woke them for their deadlines: the proxy's
+// own timing error (scheduling and timer delay on a busy machine).
+type lateness struct {
+	n, sum, max, over1ms atomic.Int64 // wake-ups; nanoseconds; wake-ups more than 1 ms late
+}
+
+func (l *lateness) add(d time.Duration) {
+	l.n.Add(1)
+	l.sum.Add(int64(d))
+	peak(&l.max, int64(d))
+	if d > time.Millisecond {
+		l.over1ms.Add(1)
+	}
+}
+
+// lateStats is a summary of a proxy's lateness.
+type lateStats struct {
+	N       int64         `json:"wakeups"`
+	Sum     time.Duration `json:"sum_ns"`
+	Max     time.Duration `json:"max_ns"`
+	Over1ms int64         `json:"over_1ms"`
+}
+
+// Lateness reports how late the proxy delivered batches after their deadlines so far.
+func (p *delayProxy) Lateness() lateStats {
+	return lateStats{N: p.late.n.Load(), Sum: time.Duration(p.late.sum.Load()), Max: time.Duration(p.late.max.Load()), Over1ms: p.late.over1ms.Load()}
+}
+
+// merge adds o to s.
+func (s *lateStats) merge(o lateStats) {
+	s.N += o.N
+	s.Sum += o.Sum
+	s.Max = max(s.Max, o.Max)
+	s.Over1ms += o.Over1ms
 }
 
 // startDelayProxy listens on a free loopback port and forwards to cfg.Target.
@@ -429,6 +467,9 @@ func (pp *pipe) write(ctx context.Context) {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
+				// Only a wake-up from the timer measures the proxy's timing: a chunk
+				// already overdue waited for a destination that did not read.
+				pp.p.late.add(time.Since(first.due))
 			case <-ctx.Done():
 				pp.release(first)
 				return

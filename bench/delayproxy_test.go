@@ -111,6 +111,11 @@ func TestDelayProxyDelay(t *testing.T) {
 			t.Errorf("%s: the fastest of %v took %v, want about %v", name, ds, least, delay)
 		}
 	}
+	// Every delivery but the first (due when the connection opens at the far end) waited
+	// for its deadline, so each was a timed wake-up.
+	if l := p.Lateness(); l.N < 9 || l.Sum < 0 || l.Max < 0 {
+		t.Errorf("lateness %+v after 9 timed deliveries", l)
+	}
 }
 
 // TestDelayProxyConnect: a connection costs a round trip before the client's first byte can

@@ -55,7 +55,9 @@ type wanReport struct {
 	SocketBuffer  int               `json:"proxy_socket_buffer"`
 	Kernel        map[string]string `json:"kernel"`
 	Metrics       []metric          `json:"metrics"`
-	Rows          []rowResult       `json:"rows"`
+	// ProxyLate is how late the delay proxies delivered, over the whole run.
+	ProxyLate lateStats   `json:"proxy_lateness"`
+	Rows      []rowResult `json:"rows"`
 }
 
 // wanTransports are the loopback table's transports that a user would pick, and raw TCP as
@@ -128,7 +130,7 @@ func runWAN(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	// falls on all of them.
 	for r := range o.Runs {
 		for _, t := range specs {
-			if err := runWANTransport(ctx, t, o, queue, res, p, r); err != nil {
+			if err := runWANTransport(ctx, t, o, queue, res, p, r, &rep.ProxyLate); err != nil {
 				return fmt.Errorf("%s: %w", t.Name, err)
 			}
 		}
@@ -174,7 +176,7 @@ func wanOutput(o options, rep wanReport, stdout io.Writer) error {
 }
 
 // runWANTransport runs every WAN case of one transport once.
-func runWANTransport(ctx context.Context, t transportSpec, o options, queue int, res *results, p *progress, r int) error {
+func runWANTransport(ctx context.Context, t transportSpec, o options, queue int, res *results, p *progress, r int, late *lateStats) error {
 	w := o.WAN
 	srv, err := t.Start(ctx)
 	if err != nil {
@@ -197,7 +199,10 @@ func runWANTransport(ctx context.Context, t transportSpec, o options, queue int,
 		if err != nil {
 			return err
 		}
-		defer px.Close()
+		defer func() {
+			px.Close()
+			late.merge(px.Lateness())
+		}()
 		if err := rs.Route(px.Addr()); err != nil {
 			return err
 		}
@@ -499,6 +504,10 @@ func writeWANMarkdown(b *strings.Builder, rep wanReport) {
 				}
 				return fmt.Sprintf("%.2f×", r.Advantage)
 			}, names)
+	}
+	if l := rep.ProxyLate; l.N > 0 {
+		fmt.Fprintf(b, "The proxy's own timing error: it woke for its deadlines %.0f µs late on average (%d wake-ups; %.2f%% more than 1 ms late; worst %.1f ms).\n\n",
+			float64(l.Sum)/float64(l.N)/1e3, l.N, 100*float64(l.Over1ms)/float64(l.N), float64(l.Max)/1e6)
 	}
 	if len(rep.Kernel) > 0 {
 		b.WriteString("What this machine's kernel would allow one TCP connection on a real path of that RTT (the proxy does not model it: both of its hops are loopback):\n\n")
