@@ -18,9 +18,6 @@ import (
 	"time"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 )
 
 // wanOptions are the settings of a WAN run.
@@ -438,14 +435,7 @@ func writeWANMarkdown(b *strings.Builder, rep wanReport) {
 		rep.Command, rep.Machine, rep.Runs, rep.Duration, rep.Replies)
 	fmt.Fprintf(b, "Paths: a delay proxy on loopback (one-way delay each way, no loss); RTT %s without a rate cap; and a %s Mbit/s bottleneck with a %d KB queue at RTT %s, where 64-byte probes go every %s on a second stream while a bulk stream runs (after %s of bulk alone).\n\n",
 		strings.Join(rep.RTTs, " and "), trimFloat(float64(rep.RateBits)/1e6), rep.QueueBytes/1000, rep.BottleneckRTT, rep.Probe, rep.Warmup)
-	byKey := map[string]rowResult{}
-	var names []string
-	for _, r := range rep.Rows {
-		byKey[r.Group+"\x00"+r.Name] = r
-		if !slices.Contains(names, r.Name) {
-			names = append(names, r.Name)
-		}
-	}
+	byKey, names := indexRows(rep.Rows)
 	var cols []metric
 	for _, m := range rep.Metrics {
 		for _, n := range names {
@@ -555,52 +545,25 @@ const wanChartCap = 4
 // drawWANChart draws each transport's figures relative to the better go-libp2p (= 1; above 1
 // is better, for every column, the ms columns inverted).
 func drawWANChart(path string, rep wanReport) error {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("WAN: each transport relative to the better go-libp2p (higher is better; bars cut at %d×)", wanChartCap)
-	p.Y.Label.Text = "× the better go-libp2p"
-	var names []string
-	byKey := map[string]rowResult{}
-	for _, r := range rep.Rows {
-		byKey[r.Group+"\x00"+r.Name] = r
-		if !slices.Contains(names, r.Name) {
-			names = append(names, r.Name)
-		}
-	}
+	byKey, names := indexRows(rep.Rows)
 	var ms []metric
 	for _, m := range rep.Metrics {
 		if m.ID != "loaded-bulk" {
 			ms = append(ms, m)
 		}
 	}
+	short := strings.NewReplacer("first reply, ", "reply ", "64 B round trip beside bulk, ", "loaded ", " streams", " str", " stream", " str", "RTT ", "")
 	labels := make([]string, len(ms))
 	for i, m := range ms {
-		labels[i] = strings.NewReplacer("first reply, ", "reply ", "64 B round trip beside bulk, ", "loaded ", " streams", " str", " stream", " str", "RTT ", "").Replace(m.Label)
+		labels[i] = short.Replace(m.Label)
 	}
-	w := vg.Points(7)
-	top := 1.0
-	for i, n := range names {
-		vals := make(plotter.Values, len(ms))
-		for j, m := range ms {
-			if r, ok := byKey[m.ID+"\x00"+n]; ok && r.Advantage > 0 {
-				vals[j] = min(r.Advantage, wanChartCap)
-				top = max(top, vals[j])
+	return drawBars(path,
+		fmt.Sprintf("WAN: each transport relative to the better go-libp2p (higher is better; bars cut at %d×)", wanChartCap),
+		"× the better go-libp2p", names, labels,
+		func(n string, j int) float64 {
+			if r, ok := byKey[ms[j].ID+"\x00"+n]; ok && r.Advantage > 0 {
+				return min(r.Advantage, wanChartCap)
 			}
-		}
-		bars, err := plotter.NewBarChart(vals, w)
-		if err != nil {
-			return err
-		}
-		bars.LineStyle.Width = 0
-		bars.Color = chartColors[i%len(chartColors)]
-		bars.Offset = vg.Length(float64(i)-float64(len(names)-1)/2) * w
-		p.Add(bars)
-		p.Legend.Add(n, bars)
-	}
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Legend.XOffs = vg.Points(10)
-	p.Y.Min, p.Y.Max = 0, top*1.6
-	p.NominalX(labels...)
-	p.Add(plotter.NewGrid())
-	return p.Save(30*vg.Centimeter, 16*vg.Centimeter, path)
+			return 0
+		}, 1.6)
 }
