@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -329,5 +330,52 @@ func TestDelayProxyBoundedInFlight(t *testing.T) {
 	close(release)
 	if n := p.peakInFlight.Load(); n > limit || n < limit/2 {
 		t.Errorf("the proxy held at most %d bytes for a receiver that does not read, want at most %d and near it", n, limit)
+	}
+}
+
+// BenchmarkDelayProxy moves a plain TCP stream through the proxy, so that its own ceiling
+// is known: it must stay far above what the transports reach through it.
+func BenchmarkDelayProxy(b *testing.B) {
+	for _, delay := range []time.Duration{0, 25 * time.Millisecond} {
+		b.Run(fmt.Sprintf("rtt=%v", 2*delay), func(b *testing.B) {
+			done := make(chan int64, 1)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					done <- 0
+					return
+				}
+				n, _ := io.Copy(io.Discard, c)
+				c.Close()
+				done <- n
+			}()
+			p, err := startDelayProxy(proxyConfig{Target: ln.Addr().String(), Delay: delay})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			c, err := net.Dial("tcp", p.Addr())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			buf := make([]byte, 64<<10)
+			b.SetBytes(int64(len(buf)))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := c.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			if n := <-done; n != int64(b.N*len(buf)) {
+				b.Fatalf("received %d of %d bytes", n, b.N*len(buf))
+			}
+		})
 	}
 }
