@@ -6,6 +6,7 @@
 //	go run . -suite all            # markdown table of medians, min-max and ratios to tendril
 //	go run . -json > results.json  # for machines
 //	go run . -svg transports.svg   # a bar chart
+//	go run . -wan                  # through a delay proxy: RTT 50 and 100 ms, a 100 Mbit/s bottleneck
 //
 // The BLAKE3 comparison against zeebo/blake3 and lukechampine.com/blake3 is a Go benchmark:
 // GOMAXPROCS=1 go test -run '^$' -bench 'BLAKE3$' -count 6 -cpu 1 .

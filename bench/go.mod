@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/tendril-p2p/tendril v0.0.0
 	github.com/zeebo/blake3 v0.2.4
+	golang.org/x/sync v0.25.0
 	lukechampine.com/blake3 v1.4.1
 )
 
@@ -97,7 +98,6 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/mod v0.43.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/telemetry v0.0.0-20261111153349-cdaf7e97dd7b // indirect
 	golang.org/x/text v0.44.0 // indirect

@@ -113,3 +113,67 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("lower is better: %v", a)
 	}
 }
+
+// TestWANHarness runs the WAN mode for a few milliseconds per case on short paths, so that
+// CI keeps it working, and checks its files and the replay of its JSON.
+func TestWANHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every WAN transport")
+	}
+	dir := t.TempDir()
+	o := options{WANMode: true, Runs: 2, Duration: 60 * time.Millisecond, Quiet: true, WAN: wanOptions{
+		RTTs: []time.Duration{4 * time.Millisecond}, Replies: 1, Rate: 100e6, BottleneckRTT: 4 * time.Millisecond,
+		Warmup: 20 * time.Millisecond, Probe: 5 * time.Millisecond, SocketBuffer: 64 << 10,
+		JSONFile: filepath.Join(dir, "results-wan.json"), SVGFile: filepath.Join(dir, "wan.svg"), MDFile: filepath.Join(dir, "wan.md"),
+	}}
+	if err := run(context.Background(), o, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(o.WAN.JSONFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep wanReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Rows {
+		seen[r.Group+"/"+r.Name] = true
+		if len(r.Values) < o.Runs || r.Min <= 0 || r.Min > r.Median || r.Median > r.Max || r.Advantage <= 0 {
+			t.Errorf("%s %s: values %v, median %v, range %v-%v, against go-libp2p %v", r.Group, r.Name, r.Values, r.Median, r.Min, r.Max, r.Advantage)
+		}
+	}
+	for _, tr := range wanTransports() {
+		for _, m := range wanMetrics(o.WAN.RTTs) {
+			if !seen[m.ID+"/"+tr.Name] {
+				t.Errorf("no %s result for %s", m.ID, tr.Name)
+			}
+		}
+	}
+	for _, r := range rep.Rows {
+		// Nothing crosses a 4 ms path and back in less (both directions are delayed).
+		if r.Group == "reply@4ms" && r.Min < 4 {
+			t.Errorf("%s: first reply in %v ms through a 4 ms path", r.Name, r.Min)
+		}
+	}
+	if svg, err := os.ReadFile(o.WAN.SVGFile); err != nil || !bytes.Contains(svg, []byte("<svg")) {
+		t.Errorf("%s: not an SVG (%v)", o.WAN.SVGFile, err)
+	}
+	md, err := os.ReadFile(o.WAN.MDFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replayed bytes.Buffer
+	if err := run(context.Background(), options{From: o.WAN.JSONFile}, &replayed, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if replayed.String() != string(md) {
+		t.Errorf("the replay of the JSON differs from the run's markdown:\n%s\nwant:\n%s", replayed.String(), md)
+	}
+	for _, want := range []string{"| go-libp2p Noise + yamux |", "| first reply, RTT 4 ms |", " RTT (", "× |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}

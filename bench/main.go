@@ -24,6 +24,8 @@ type options struct {
 	SVG      string
 	Quiet    bool
 	From     string
+	WANMode  bool
+	WAN      wanOptions
 }
 
 func main() {
@@ -37,7 +39,38 @@ func main() {
 	flag.StringVar(&o.SVG, "svg", "", "also draw a bar chart of the transport results, relative to tendril, to this SVG file")
 	flag.BoolVar(&o.Quiet, "q", false, "no progress on stderr")
 	flag.StringVar(&o.From, "from", "", "measure nothing: print (and -svg draw) the results of an earlier -json run read from this file")
+	flag.BoolVar(&o.WANMode, "wan", false, "the WAN mode: first reply, bulk and loaded round trips through a delay proxy (defaults -runs 3 -duration 2s)")
+	rtts := flag.String("wan-rtt", "50ms,100ms", "WAN: the round-trip times measured without a rate cap, comma-separated")
+	flag.IntVar(&o.WAN.Replies, "wan-replies", 5, "WAN: first replies timed per run and path")
+	rate := flag.Float64("wan-rate", 100, "WAN: the bottleneck's rate, Mbit/s")
+	flag.IntVar(&o.WAN.Queue, "wan-queue", 0, "WAN: the bottleneck's queue, bytes (0: one bandwidth-delay product)")
+	flag.DurationVar(&o.WAN.BottleneckRTT, "wan-bottleneck-rtt", 50*time.Millisecond, "WAN: the bottleneck path's round-trip time")
+	flag.DurationVar(&o.WAN.Warmup, "wan-warmup", time.Second, "WAN: bulk alone on the bottleneck before the probes start")
+	flag.DurationVar(&o.WAN.Probe, "wan-probe", 10*time.Millisecond, "WAN: interval between 64-byte probes beside the bulk")
+	flag.IntVar(&o.WAN.SocketBuffer, "wan-sockbuf", 64<<10, "WAN: SO_RCVBUF of the proxy's sockets on the bottleneck path (0: the kernel's autotuning)")
+	flag.StringVar(&o.WAN.JSONFile, "wan-json", "results-wan.json", "WAN: write the results as JSON to this file (\"\": none)")
+	flag.StringVar(&o.WAN.SVGFile, "wan-svg", "wan.svg", "WAN: draw the chart to this file (\"\": none)")
+	flag.StringVar(&o.WAN.MDFile, "wan-md", "wan.md", "WAN: write the markdown tables to this file (\"\": none)")
 	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.WANMode {
+		if !set["runs"] {
+			o.Runs = 3
+		}
+		if !set["duration"] {
+			o.Duration = 2 * time.Second
+		}
+	}
+	o.WAN.Rate = int64(*rate * 1e6)
+	for _, f := range strings.Split(*rtts, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: -wan-rtt: %q is not a positive duration\n", f)
+			os.Exit(2)
+		}
+		o.WAN.RTTs = append(o.WAN.RTTs, d)
+	}
 	if err := run(context.Background(), o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -58,6 +91,9 @@ type report struct {
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if o.From != "" {
 		return replay(o, stdout)
+	}
+	if o.WANMode {
+		return runWAN(ctx, o, stdout, stderr)
 	}
 	if o.Runs < 1 || o.Duration <= 0 || o.Conns < 1 {
 		return errors.New("-runs, -duration and -conns must be positive")
@@ -122,6 +158,22 @@ func replay(o options, stdout io.Writer) error {
 	b, err := os.ReadFile(o.From)
 	if err != nil {
 		return err
+	}
+	var mode struct{ Mode string }
+	if err := json.Unmarshal(b, &mode); err != nil {
+		return fmt.Errorf("%s: %w", o.From, err)
+	}
+	if mode.Mode == "wan" {
+		var rep wanReport
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return fmt.Errorf("%s: %w", o.From, err)
+		}
+		// A replay rewrites only the files asked for.
+		o.WAN.JSONFile = ""
+		if o.SVG != "" {
+			o.WAN.SVGFile = o.SVG
+		}
+		return wanOutput(o, rep, stdout)
 	}
 	var rep report
 	if err := json.Unmarshal(b, &rep); err != nil {

@@ -186,26 +186,8 @@ func roundTrips(ctx context.Context, srv server, d time.Duration) (float64, erro
 // connect is one complete connection: dial, handshake, multiplexer, one
 // stream with one 64-byte round trip, close.
 func connect(ctx context.Context, srv server) error {
-	c, err := srv.Dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := c.OpenStream(ctx)
-	if err != nil {
-		return err
-	}
-	var msg [1 + rttSize]byte
-	msg[0] = opEcho
-	if _, err := st.Write(msg[:]); err != nil {
-		st.Close()
-		return err
-	}
-	if _, err := io.ReadFull(st, msg[:rttSize]); err != nil {
-		st.Close()
-		return err
-	}
-	return st.Close()
+	_, err := firstReply(ctx, srv)
+	return err
 }
 
 // connRate measures complete connections per second with the given number

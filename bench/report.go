@@ -143,7 +143,7 @@ func scale(v []float64, f float64) []float64 {
 	return out
 }
 
-func writeJSON(w io.Writer, rep report) error {
+func writeJSON(w io.Writer, rep any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
@@ -254,35 +254,34 @@ var chartColors = []color.Color{
 	color.RGBA{0x9b, 0x6f, 0xb5, 0xff}, color.RGBA{0x80, 0x80, 0x80, 0xff},
 }
 
-// drawSVG draws, for every metric, each transport's performance relative to
-// the reference (tendril AES-128-GCM = 1; above 1 is better than tendril,
-// for every metric, lower-is-better ones inverted). The format follows the
-// file name's extension (svg, png, pdf).
-func drawSVG(path string, rep report) error {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Each transport relative to %s (higher is better; bars cut at %d×)", rep.Transports[0].Reference, chartCap)
-	p.Y.Label.Text = "× tendril"
-	var names []string
+// indexRows returns the rows by group and name (key group+"\x00"+name) and the names in
+// their first order.
+func indexRows(rows []rowResult) (map[string]rowResult, []string) {
 	byKey := map[string]rowResult{}
-	for _, r := range rep.Transports {
+	var names []string
+	for _, r := range rows {
 		byKey[r.Group+"\x00"+r.Name] = r
 		if !slices.Contains(names, r.Name) {
 			names = append(names, r.Name)
 		}
 	}
-	labels := make([]string, len(chartMetrics))
-	for i, m := range chartMetrics {
-		labels[i] = m.Label
-	}
+	return byKey, names
+}
+
+// drawBars draws a grouped bar chart: one group per label, one bar per name in it, of
+// height val(name, group index) (0: no bar). The format follows the file name's extension
+// (svg, png, pdf).
+func drawBars(path, title, yLabel string, names, labels []string, val func(name string, i int) float64, headroom float64) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = yLabel
 	w := vg.Points(6)
 	top := 1.0
 	for i, n := range names {
-		vals := make(plotter.Values, len(chartMetrics))
-		for j, m := range chartMetrics {
-			if r, ok := byKey[m.ID+"\x00"+n]; ok && r.Advantage > 0 {
-				vals[j] = min(1/r.Advantage, chartCap)
-				top = max(top, vals[j])
-			}
+		vals := make(plotter.Values, len(labels))
+		for j := range labels {
+			vals[j] = val(n, j)
+			top = max(top, vals[j])
 		}
 		bars, err := plotter.NewBarChart(vals, w)
 		if err != nil {
@@ -297,8 +296,28 @@ func drawSVG(path string, rep report) error {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Legend.XOffs = vg.Points(10)
-	p.Y.Min, p.Y.Max = 0, top*1.75
+	p.Y.Min, p.Y.Max = 0, top*headroom
 	p.NominalX(labels...)
 	p.Add(plotter.NewGrid())
 	return p.Save(30*vg.Centimeter, 16*vg.Centimeter, path)
+}
+
+// drawSVG draws, for every metric, each transport's performance relative to
+// the reference (tendril AES-128-GCM = 1; above 1 is better than tendril,
+// for every metric, lower-is-better ones inverted).
+func drawSVG(path string, rep report) error {
+	byKey, names := indexRows(rep.Transports)
+	labels := make([]string, len(chartMetrics))
+	for i, m := range chartMetrics {
+		labels[i] = m.Label
+	}
+	return drawBars(path,
+		fmt.Sprintf("Each transport relative to %s (higher is better; bars cut at %d×)", rep.Transports[0].Reference, chartCap),
+		"× tendril", names, labels,
+		func(n string, j int) float64 {
+			if r, ok := byKey[chartMetrics[j].ID+"\x00"+n]; ok && r.Advantage > 0 {
+				return min(1/r.Advantage, chartCap)
+			}
+			return 0
+		}, 1.75)
 }

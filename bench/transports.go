@@ -30,6 +30,7 @@ import (
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/cipher/aead"
@@ -64,6 +65,16 @@ type server interface {
 	Close() error
 }
 
+// A routable server can be dialled through another address: the WAN mode puts a delay
+// proxy between its clients and its listener.
+type routable interface {
+	server
+	// ListenAddr is the host:port the server listens on.
+	ListenAddr() string
+	// Route makes every later Dial connect to hostport instead ("" dials the listener).
+	Route(hostport string) error
+}
+
 // A transportSpec names a transport and starts its server.
 type transportSpec struct {
 	Name string
@@ -78,8 +89,8 @@ func transports() []transportSpec {
 		{"tendril AES-128-GCM", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.AES128GCM) }},
 		{"tendril ChaCha20-Poly1305", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.ChaCha20Poly1305) }},
 		{"crypto/tls 1.3 + yamux", true, func(ctx context.Context) (server, error) { return startStd(ctx, true, true) }},
-		{"go-libp2p Noise + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "noise") }},
-		{"go-libp2p TLS + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "tls") }},
+		{"go-libp2p Noise + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "noise", true) }},
+		{"go-libp2p TLS + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "tls", true) }},
 		{"yamux over TCP (no crypto)", true, func(ctx context.Context) (server, error) { return startStd(ctx, false, true) }},
 		{"crypto/tls 1.3 (no mux)", false, func(ctx context.Context) (server, error) { return startStd(ctx, true, false) }},
 		{"TCP (no crypto, no mux)", false, func(ctx context.Context) (server, error) { return startStd(ctx, false, false) }},
@@ -103,6 +114,7 @@ type tendrilServer struct {
 	suite   aead.Suite
 	srv     *tendril.Service
 	addr    tendril.Addr
+	dialTo  tendril.Addr // where Dial connects: addr, or a proxy in front of it
 	mu      sync.Mutex
 	clients []*tendril.Service // idle client Services, each a distinct peer
 	all     []*tendril.Service
@@ -138,7 +150,7 @@ func startTendril(ctx context.Context, suite aead.Suite) (server, error) {
 		srv.Close()
 		return nil, err
 	}
-	return &tendrilServer{suite: suite, srv: srv, addr: addr}, nil
+	return &tendrilServer{suite: suite, srv: srv, addr: addr, dialTo: addr}, nil
 }
 
 // client returns a client Service whose peer has no session with the server:
@@ -188,12 +200,44 @@ func (t *tendrilServer) Dial(ctx context.Context) (conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sess, err := c.Dial(ctx, t.addr)
+	sess, err := c.Dial(ctx, t.dialTo)
 	if err != nil {
 		t.release(c)
 		return nil, err
 	}
 	return &tendrilConn{t: t, svc: c, sess: sess}, nil
+}
+
+// ListenAddr implements routable.
+func (t *tendrilServer) ListenAddr() string {
+	na, err := manet.ToNetAddr(t.addr.Transport)
+	if err != nil {
+		return ""
+	}
+	return na.String()
+}
+
+// Route implements routable.
+func (t *tendrilServer) Route(hostport string) error {
+	if hostport == "" {
+		t.dialTo = t.addr
+		return nil
+	}
+	a, err := hostPortAddr(hostport)
+	if err != nil {
+		return err
+	}
+	t.dialTo = tendril.Addr{Transport: a, Peer: t.addr.Peer}
+	return nil
+}
+
+// hostPortAddr turns a TCP host:port into a multiaddr.
+func hostPortAddr(hostport string) (ma.Multiaddr, error) {
+	na, err := net.ResolveTCPAddr("tcp", hostport)
+	if err != nil {
+		return nil, err
+	}
+	return manet.FromNetAddr(na)
 }
 
 func (t *tendrilServer) release(c *tendril.Service) {
@@ -246,6 +290,7 @@ func (c *tendrilConn) Close() error {
 
 type stdServer struct {
 	ln       net.Listener
+	dialTo   string // host:port Dial connects to: the listener's, or a proxy's
 	tlsSrv   *tls.Config
 	tlsCli   *tls.Config
 	muxed    bool
@@ -304,7 +349,7 @@ func startStd(_ context.Context, useTLS, muxed bool) (server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &stdServer{ln: ln, muxed: muxed, yamuxCfg: yamuxConfig()}
+	s := &stdServer{ln: ln, dialTo: ln.Addr().String(), muxed: muxed, yamuxCfg: yamuxConfig()}
 	if useTLS {
 		s.tlsSrv, s.tlsCli, err = tlsConfigs()
 		if err != nil {
@@ -457,7 +502,7 @@ func (s *stdServer) Dial(ctx context.Context) (conn, error) {
 
 func (s *stdServer) dialOne(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", s.ln.Addr().String())
+	c, err := d.DialContext(ctx, "tcp", s.dialTo)
 	if err != nil {
 		return nil, err
 	}
@@ -471,6 +516,18 @@ func (s *stdServer) dialOne(ctx context.Context) (net.Conn, error) {
 		return nil, err
 	}
 	return tc, nil
+}
+
+// ListenAddr implements routable.
+func (s *stdServer) ListenAddr() string { return s.ln.Addr().String() }
+
+// Route implements routable.
+func (s *stdServer) Route(hostport string) error {
+	if hostport == "" {
+		hostport = s.ln.Addr().String()
+	}
+	s.dialTo = hostport
+	return nil
 }
 
 func (s *stdServer) Close() error {
@@ -544,15 +601,18 @@ type libp2pServer struct {
 	cliTpt   *tcp.TcpTransport
 	srvID    peer.ID
 	ln       transport.Listener
+	dialTo   ma.Multiaddr // where Dial connects: the listener, or a proxy in front of it
 	conns    atomic.Int64
 	wg       sync.WaitGroup
 	open     closerSet
 }
 
 // libp2pTransport builds a TCP transport with one security protocol and
-// yamux, as go-libp2p's defaults do, except the stream window, which is
-// tendril's (go-libp2p's default is 16 MiB).
-func libp2pTransport(security string) (*tcp.TcpTransport, peer.ID, error) {
+// yamux, as go-libp2p's defaults do. With lowerWindow, the stream window is
+// tendril's (go-libp2p's default is 16 MiB) and incoming streams are not
+// limited, for the loopback comparison; without it, yamux is exactly
+// go-libp2p's default.
+func libp2pTransport(security string, lowerWindow bool) (*tcp.TcpTransport, peer.ID, error) {
 	priv, _, err := lpcrypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
 		return nil, "", err
@@ -562,8 +622,10 @@ func libp2pTransport(security string) (*tcp.TcpTransport, peer.ID, error) {
 		return nil, "", err
 	}
 	ycfg := *lpyamux.DefaultTransport.Config()
-	ycfg.MaxStreamWindowSize = streamWindow
-	ycfg.MaxIncomingStreams = math.MaxUint32
+	if lowerWindow {
+		ycfg.MaxStreamWindowSize = streamWindow
+		ycfg.MaxIncomingStreams = math.MaxUint32
+	}
 	muxers := []upgrader.StreamMuxer{{ID: lpyamux.ID, Muxer: (*lpyamux.Transport)(&ycfg)}}
 	var st sec.SecureTransport
 	switch security {
@@ -589,12 +651,12 @@ func libp2pTransport(security string) (*tcp.TcpTransport, peer.ID, error) {
 	return tpt, id, nil
 }
 
-func startLibp2p(_ context.Context, security string) (server, error) {
-	srvTpt, srvID, err := libp2pTransport(security)
+func startLibp2p(_ context.Context, security string, lowerWindow bool) (server, error) {
+	srvTpt, srvID, err := libp2pTransport(security, lowerWindow)
 	if err != nil {
 		return nil, err
 	}
-	cliTpt, _, err := libp2pTransport(security)
+	cliTpt, _, err := libp2pTransport(security, lowerWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -602,7 +664,7 @@ func startLibp2p(_ context.Context, security string) (server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &libp2pServer{security: security, srvTpt: srvTpt, cliTpt: cliTpt, srvID: srvID, ln: ln}
+	s := &libp2pServer{security: security, srvTpt: srvTpt, cliTpt: cliTpt, srvID: srvID, ln: ln, dialTo: ln.Multiaddr()}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -652,7 +714,7 @@ func serveMuxed(c network.MuxedConn, wg *sync.WaitGroup) {
 }
 
 func (s *libp2pServer) Dial(ctx context.Context) (conn, error) {
-	c, err := s.cliTpt.Dial(ctx, s.ln.Multiaddr(), s.srvID)
+	c, err := s.cliTpt.Dial(ctx, s.dialTo, s.srvID)
 	if err != nil {
 		return nil, err
 	}
@@ -666,6 +728,23 @@ func (s *libp2pServer) Dial(ctx context.Context) (conn, error) {
 }
 
 func (s *libp2pServer) Conns() int { return int(s.conns.Load()) }
+
+// ListenAddr implements routable.
+func (s *libp2pServer) ListenAddr() string { return s.ln.Addr().String() }
+
+// Route implements routable.
+func (s *libp2pServer) Route(hostport string) error {
+	if hostport == "" {
+		s.dialTo = s.ln.Multiaddr()
+		return nil
+	}
+	a, err := hostPortAddr(hostport)
+	if err != nil {
+		return err
+	}
+	s.dialTo = a
+	return nil
+}
 
 func (s *libp2pServer) Close() error {
 	err := s.ln.Close()
