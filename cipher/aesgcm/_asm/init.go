@@ -125,7 +125,7 @@ func ghashMulX(a Op, b, dst, poly, t0, t1, t2 VecPhysical) {
 	VPSHUFD(U8(0x4e), t0, t0)
 	VPXOR(t0, t1, t1)
 	VPXOR(t2, t1, t1)
-	VPCLMULQDQ(U8(0x11), a, b, dst) // HI = a_H*b_H
+	VPCLMULQDQ(U8(0x11), a, b, dst)    // HI = a_H*b_H
 	VPCLMULQDQ(U8(0x01), t1, poly, t0) // fold MI into HI
 	VPSHUFD(U8(0x4e), t1, t1)
 	VPXOR(t1, dst, dst)
