@@ -115,18 +115,18 @@ func genInit(nr int) {
 
 // ghashMulX emits dst = a*b in GHASH's field (reflected representation,
 // see genInit) with VEX instructions on XMM registers. a may be a memory
-// operand; dst may be b. poly holds gfpoly.
-func ghashMulX(a Op, b, dst, poly, t0, t1, t2 VecPhysical) {
+// operand; dst may be b. poly is gfpoly, in a register or memory.
+func ghashMulX(a Op, b, dst VecPhysical, poly Op, t0, t1, t2 VecPhysical) {
 	VPCLMULQDQ(U8(0x00), a, b, t0) // LO = a_L*b_L
 	VPCLMULQDQ(U8(0x01), a, b, t1) // MI = a_L*b_H + a_H*b_L
 	VPCLMULQDQ(U8(0x10), a, b, t2)
 	VPXOR(t2, t1, t1)
-	VPCLMULQDQ(U8(0x01), t0, poly, t2) // fold LO into MI
+	VPCLMULQDQ(U8(0x10), poly, t0, t2) // fold LO into MI
 	VPSHUFD(U8(0x4e), t0, t0)
 	VPXOR(t0, t1, t1)
 	VPXOR(t2, t1, t1)
 	VPCLMULQDQ(U8(0x11), a, b, dst)    // HI = a_H*b_H
-	VPCLMULQDQ(U8(0x01), t1, poly, t0) // fold MI into HI
+	VPCLMULQDQ(U8(0x10), poly, t1, t0) // fold MI into HI
 	VPSHUFD(U8(0x4e), t1, t1)
 	VPXOR(t1, dst, dst)
 	VPXOR(t0, dst, dst)

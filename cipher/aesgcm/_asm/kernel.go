@@ -16,25 +16,6 @@ var (
 		Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}
 )
 
-// Vector register roles (indices; both widths use 0..15, the 512-bit
-// kernels also hold the round keys in 16..30).
-const (
-	rA0    = 0 // four AES states / output vectors: 0..3
-	rBswap = 4
-	rPoly  = 5
-	rCtr   = 6 // next counter blocks, byte-reflected: the 32-bit counter is each lane's low dword
-	rInc   = 7 // blocks per vector, added to rCtr
-	rAcc   = 8 // GHASH accumulator (lane 0 only, upper lanes zero)
-	rLo    = 9 // unreduced products
-	rMi    = 10
-	rHi    = 11
-	rT0    = 12
-	rT1    = 13
-	rGH0   = 14 // ciphertext vectors being hashed, alternately
-	rGH1   = 15
-	rKey0  = 16
-)
-
 // General-purpose registers.
 var (
 	gKS    = RAX // key schedule
@@ -45,23 +26,66 @@ var (
 	gAADN  = R9
 	gTag   = R10
 	gNonce = R11
+	gH     = R12 // powers for the tail's next vector
 	gT     = RBX
 	gU     = RDX
 )
 
-// kernel generates one Seal or Open function for one vector width and key size.
+// kernel generates one Seal or Open function for one vector width and
+// key size.
+//
+// Both widths keep 256 bytes (16 blocks) in flight per loop iteration: the
+// 512-bit kernels as 4 ZMM vectors (VAESENC on ZMM issues once per cycle
+// on Zen 4, so 4 independent vectors cover its latency), the 256-bit ones
+// as 8 YMM vectors (two per cycle). The GHASH of one chunk (16 blocks times
+// H^16..H^1, summed unreduced, one reduction) is spread between the AES
+// rounds of the next (Seal) or the same (Open) chunk.
 type kernel struct {
 	w     int // vector bytes: 64 (ZMM) or 32 (YMM)
 	lanes int // blocks per vector
+	nv    int // vectors per chunk
 	nr    int // AES rounds
 	dec   bool
 	evex  bool
 	buf   Mem // stack bounce buffer (YMM kernels)
-	label int
+	// accMem holds the accumulator during the bulk of the YMM kernels,
+	// whose register 9 then carries the round key of the current round.
+	accMem Mem
+	label  int
+
+	// Vector register indices.
+	a                            []int // AES states
+	ctr, acc, lo, mi, hi, t0, t1 int
+	gh                           [2]int // ciphertext being hashed, alternately
+	// Constants: registers (ZMM kernels) or memory (YMM kernels, which
+	// need every register they have).
+	bswap, poly, inc, xbswap, xpoly Op
+	key                             int // YMM kernels: the round key register
 }
+
+// rKey0 is the first of the registers holding round keys (ZMM kernels).
+const rKey0 = 16
 
 func genKernel(w, nr int, dec bool) {
 	k := &kernel{w: w, lanes: w / 16, nr: nr, dec: dec, evex: w == 64}
+	if k.evex {
+		// 0..3 states, 4 bswap, 5 poly, 6 inc, 7..15 the rest, 16..30 round keys.
+		k.nv = 4
+		k.a = []int{0, 1, 2, 3}
+		k.bswap, k.poly, k.inc = Z4, Z5, Z6
+		k.xbswap, k.xpoly = X4, X5
+		k.ctr, k.acc, k.lo, k.mi, k.hi, k.t0, k.t1 = 7, 8, 9, 10, 11, 12, 13
+		k.gh = [2]int{14, 15}
+	} else {
+		// 0..7 states, 8..15 the rest; constants from memory.
+		k.nv = 8
+		k.a = []int{0, 1, 2, 3, 4, 5, 6, 7}
+		k.bswap, k.poly, k.inc = bswapMask, gfpoly, ctrInc.Offset(64)
+		k.xbswap, k.xpoly = bswapMask, gfpoly
+		k.ctr, k.acc, k.lo, k.mi, k.hi, k.t0, k.t1 = 8, 9, 10, 11, 12, 13, 14
+		k.gh = [2]int{15, 15} // renaming makes one register enough
+		k.key = 9             // shared with acc, see accMem
+	}
 	verb, what := "seal", "encrypts src into dst and writes the tag"
 	if dec {
 		verb, what = "open", "decrypts src into dst and writes the expected tag"
@@ -78,6 +102,7 @@ func genKernel(w, nr int, dec bool) {
 	Doc(fmt.Sprintf("%s %s (AES-%d-GCM, %s). len(dst) must equal len(src); dst may be src.", name, what, (nr-6)*32, isa))
 	if !k.evex {
 		k.buf = AllocLocal(32)
+		k.accMem = AllocLocal(32)
 	}
 	k.body()
 }
@@ -110,6 +135,14 @@ func (k *kernel) store(r VecPhysical, m Mem) {
 	}
 }
 
+func (k *kernel) mov(a, b VecPhysical) {
+	if k.evex {
+		VMOVDQA64(a, b)
+	} else {
+		VMOVDQA(a, b)
+	}
+}
+
 // xor sets dst = a ^ b.
 func (k *kernel) xor(a Op, b, dst VecPhysical) {
 	if k.evex {
@@ -129,12 +162,29 @@ func (k *kernel) xor3(a, b, dst VecPhysical) {
 	}
 }
 
-// rk returns round key r as an operand.
+// rk returns round key r as an operand; the YMM kernels must have called
+// loadKey(r) first.
 func (k *kernel) rk(r int) Op {
 	if k.evex {
 		return zregs[rKey0+r]
 	}
-	return Mem{Base: gKS, Disp: r * rkStride}
+	return k.v(k.key)
+}
+
+// loadKey loads round key r into the YMM kernels' key register: one load
+// per round rather than one memory operand per VAESENC.
+func (k *kernel) loadKey(r int) {
+	if !k.evex {
+		VMOVDQU(Mem{Base: gKS, Disp: r * rkStride}, k.v(k.key))
+	}
+}
+
+// accOp returns the accumulator as a full-width operand (upper lanes zero).
+func (k *kernel) accOp() Op {
+	if k.evex {
+		return k.v(k.acc)
+	}
+	return k.accMem
 }
 
 // rkX returns round key r for an XMM instruction.
@@ -161,34 +211,31 @@ func (k *kernel) body() {
 	Load(Param("aad").Len(), gAADN)
 	Load(Param("tag"), gTag)
 
-	bswap, poly, ctr := k.v(rBswap), k.v(rPoly), k.v(rCtr)
-	xt0 := xregs[rT0]
-	xacc := xregs[rAcc]
+	ctr := k.v(k.ctr)
+	xt0, xacc := xregs[k.t0], xregs[k.acc]
 
-	Comment("Constants and round keys.")
-	k.load(bswapMask, bswap)
-	k.load(gfpoly, poly)
 	if k.evex {
-		k.load(ctrInc, k.v(rInc))
+		Comment("Constants and round keys.")
+		VMOVDQU64(bswapMask, Z4)
+		VMOVDQU64(gfpoly, Z5)
+		VMOVDQU64(ctrInc, Z6)
 		for r := 0; r <= k.nr; r++ {
 			VMOVDQU64(Mem{Base: gKS, Disp: r * rkStride}, zregs[rKey0+r])
 		}
-	} else {
-		k.load(ctrInc.Offset(64), k.v(rInc))
 	}
 
 	Comment("J0 = nonce || 1; the tag buffer holds it until E(J0) replaces it.")
 	VMOVQ(Mem{Base: gNonce}, xt0)
 	VPINSRD(U8(2), Mem{Base: gNonce, Disp: 8}, xt0, xt0)
-	MOVL(U32(0x01000000), gT.As32())
-	VPINSRD(U8(3), gT.As32(), xt0, xt0)
+	MOVL(U32(0x01000000), EBX)
+	VPINSRD(U8(3), EBX, xt0, xt0)
 	VMOVDQU(xt0, Mem{Base: gTag})
 	if k.evex {
 		VBROADCASTI32X4(Mem{Base: gTag}, ctr)
 	} else {
 		VBROADCASTI128(Mem{Base: gTag}, ctr)
 	}
-	VPSHUFB(bswap, ctr, ctr)
+	VPSHUFB(k.bswap, ctr, ctr)
 	VPADDD(ctrInit, ctr, ctr)
 	k.xor(k.rkX(0), xt0, xt0)
 	for r := 1; r < k.nr; r++ {
@@ -214,8 +261,11 @@ func (k *kernel) body() {
 	k.loadPartial(xt0, gAAD, gAADN)
 	k.absorbX(xt0)
 	Label(aadDone)
+	if !k.evex {
+		VMOVDQU(k.v(k.acc), k.accMem)
+	}
 
-	chunk := 4 * k.w
+	chunk := k.nv * k.w
 	loop, tail := k.newLabel("loop"), k.newLabel("tail")
 	if !k.dec {
 		Comment("The first chunk is encrypted without hashing; each next one hashes the one before.")
@@ -242,32 +292,105 @@ func (k *kernel) body() {
 		JMP(LabelRef(loop))
 	}
 
-	Comment("Whole vectors left, one at a time.")
-	partial, final := k.newLabel("partial"), k.newLabel("final")
-	a0, gh := k.v(rA0), k.v(rGH0)
 	Label(tail)
-	CMPQ(gN, U8(k.w))
-	JB(LabelRef(partial))
-	k.ctrBlocks(a0)
-	if k.dec {
-		k.load(Mem{Base: gSrc}, gh)
-	}
-	k.xor(Mem{Base: gSrc}, a0, a0)
-	k.store(a0, Mem{Base: gDst})
-	if !k.dec {
-		VMOVDQA64orA(k, a0, gh)
-	}
-	k.emit(k.hashVector(gh, power(k.lanes)))
-	ADDQ(U8(k.w), gSrc)
-	ADDQ(U8(k.w), gDst)
-	SUBQ(U8(k.w), gN)
-	JMP(LabelRef(tail))
+	TESTQ(gN, gN)
+	JZ(LabelRef("final"))
+	k.tail()
 
-	Comment("The last partial vector: masked loads and stores.")
+	Comment("The lengths block, then tag = E(J0) ^ GHASH.")
+	Label("final")
+	if !k.evex {
+		VMOVDQU(k.accMem.Offset(0), xacc)
+	}
+	Load(Param("src").Len(), gT)
+	SHLQ(U8(3), gT)
+	Load(Param("aad").Len(), gU)
+	SHLQ(U8(3), gU)
+	VMOVQ(gT, xt0)
+	VPINSRQ(U8(1), gU, xt0, xt0)
+	VPXOR(xt0, xacc, xacc)
+	ghashMulX(power(1), xacc, xacc, k.xpoly, xt0, xregs[k.t1], xregs[k.gh[0]])
+	VPSHUFB(k.xbswap, xacc, xacc)
+	VPXOR(Mem{Base: gTag}, xacc, xacc)
+	VMOVDQU(xacc, Mem{Base: gTag})
+	VZEROUPPER()
+	RET()
+}
+
+// tail handles the last 1..chunk-1 bytes: it encrypts a whole chunk of
+// counter blocks at once (as fast as one vector, the rounds overlapping),
+// then stores and hashes whole vectors and finally a partial one with
+// masked (or staged) loads and stores. The nb blocks left (the last one
+// zero-padded) take H^nb..H^1, starting at table entry 16-nb, and are
+// summed unreduced with the accumulator times H^nb; one reduction ends it.
+func (k *kernel) tail() {
+	Comment("The tail: a chunk of key stream, then whole vectors, then a partial one.")
+	LEAQ(Mem{Base: gN, Disp: 15}, gT)
+	ANDQ(I32(-16), gT)
+	MOVQ(U32(256), gU)
+	SUBQ(gT, gU)
+	LEAQ(Mem{Base: gKS, Index: gU, Scale: 1, Disp: tblOff}, gH)
+	k.loadKey(0)
+	for _, a := range k.a {
+		VPSHUFB(k.bswap, k.v(k.ctr), k.v(a))
+		VPADDD(k.inc, k.v(k.ctr), k.v(k.ctr))
+		k.xor(k.rk(0), k.v(a), k.v(a))
+	}
+	accv := k.v(k.acc)
+	if !k.evex {
+		accv = k.v(k.gh[0])
+		VMOVDQU(k.accMem, accv)
+	}
+	steps := k.mulSteps(true, accv, Mem{Base: gH})
+	next := 0
+	for r := 1; r < k.nr; r++ {
+		k.loadKey(r)
+		for _, a := range k.a {
+			VAESENC(k.rk(r), k.v(a), k.v(a))
+		}
+		if next < len(steps) {
+			steps[next]()
+			next++
+		}
+	}
+	k.emit(steps[next:])
+	k.loadKey(k.nr)
+	for _, a := range k.a {
+		VAESENCLAST(k.rk(k.nr), k.v(a), k.v(a))
+	}
+
+	partial, reduce := k.newLabel("partial"), k.newLabel("reduce")
+	gh := k.v(k.gh[0])
+	for j, a := range k.a {
+		full := k.newLabel("full")
+		CMPQ(gN, U8(k.w))
+		JAE(LabelRef(full))
+		if j > 0 {
+			k.mov(k.v(a), k.v(k.a[0]))
+		}
+		JMP(LabelRef(partial))
+		Label(full)
+		av := k.v(a)
+		if k.dec {
+			k.load(Mem{Base: gSrc}, gh)
+		}
+		k.xor(Mem{Base: gSrc}, av, av)
+		k.store(av, Mem{Base: gDst})
+		if !k.dec {
+			k.mov(av, gh)
+		}
+		VPSHUFB(k.bswap, gh, gh)
+		k.emit(k.mulSteps(false, gh, Mem{Base: gH}))
+		ADDQ(U8(k.w), gSrc)
+		ADDQ(U8(k.w), gDst)
+		ADDQ(U8(k.w), gH)
+		SUBQ(U8(k.w), gN)
+	}
+
 	Label(partial)
 	TESTQ(gN, gN)
-	JZ(LabelRef(final))
-	k.ctrBlocks(a0)
+	JZ(LabelRef(reduce))
+	a0 := k.v(k.a[0])
 	k.loadPartial(gh, gSrc, gN)
 	k.xor(gh, a0, a0)
 	k.storePartial(a0, gDst, gN)
@@ -281,45 +404,18 @@ func (k *kernel) body() {
 			VPAND(Mem{Base: gT}, a0, gh)
 		}
 	}
-	// The blocks (the last one zero-padded) take H^nb..H^1 from entry 16-nb.
-	LEAQ(Mem{Base: gN, Disp: 15}, gT)
-	ANDQ(I32(-16), gT)
-	MOVQ(U32(256), gU)
-	SUBQ(gT, gU)
-	k.emit(k.hashVector(gh, Mem{Base: gKS, Index: gU, Scale: 1, Disp: tblOff}))
-
-	Comment("The lengths block, then tag = E(J0) ^ GHASH.")
-	Label(final)
-	Load(Param("src").Len(), gT)
-	SHLQ(U8(3), gT)
-	Load(Param("aad").Len(), gU)
-	SHLQ(U8(3), gU)
-	VMOVQ(gT, xt0)
-	VPINSRQ(U8(1), gU, xt0, xt0)
-	VPXOR(xt0, xacc, xacc)
-	ghashMulX(power(1), xacc, xacc, xregs[rPoly], xt0, xregs[rT1], xregs[rGH0])
-	VPSHUFB(xregs[rBswap], xacc, xacc)
-	VPXOR(Mem{Base: gTag}, xacc, xacc)
-	VMOVDQU(xacc, Mem{Base: gTag})
-	VZEROUPPER()
-	RET()
-}
-
-// VMOVDQA64orA copies register a into b.
-func VMOVDQA64orA(k *kernel, a, b VecPhysical) {
-	if k.evex {
-		VMOVDQA64(a, b)
-	} else {
-		VMOVDQA(a, b)
-	}
+	VPSHUFB(k.bswap, gh, gh)
+	k.emit(k.mulSteps(false, gh, Mem{Base: gH}))
+	Label(reduce)
+	k.emit(k.reduceSteps())
 }
 
 // absorbX hashes the 16-byte block in x (as loaded) into the accumulator.
 func (k *kernel) absorbX(x VecPhysical) {
-	xacc := xregs[rAcc]
-	VPSHUFB(xregs[rBswap], x, x)
+	xacc := xregs[k.acc]
+	VPSHUFB(k.xbswap, x, x)
 	VPXOR(x, xacc, xacc)
-	ghashMulX(power(1), xacc, xacc, xregs[rPoly], xregs[rT0], xregs[rT1], xregs[rGH1])
+	ghashMulX(power(1), xacc, xacc, k.xpoly, xregs[k.t0], xregs[k.t1], xregs[k.gh[1]])
 }
 
 // loadPartial loads n (1..width-1) bytes at p into r, zeroing the rest,
@@ -333,15 +429,15 @@ func (k *kernel) loadPartial(r VecPhysical, p, n GPPhysical) {
 		VMOVDQU8_Z(Mem{Base: p}, K1, r)
 		return
 	}
-	loop, done := k.newLabel("bounce_in"), k.newLabel("bounce_in_done")
-	VPXOR(yregs[rT1], yregs[rT1], yregs[rT1])
-	VMOVDQU(yregs[rT1], k.buf)
+	loop, done := k.newLabel("stage_in"), k.newLabel("stage_in_done")
+	VPXOR(yregs[k.t1], yregs[k.t1], yregs[k.t1])
+	VMOVDQU(yregs[k.t1], k.buf)
 	XORQ(gT, gT)
 	Label(loop)
 	CMPQ(gT, n)
 	JAE(LabelRef(done))
-	MOVB(Mem{Base: p, Index: gT, Scale: 1}, gU.As8())
-	MOVB(gU.As8(), k.buf.Idx(gT, 1))
+	MOVB(Mem{Base: p, Index: gT, Scale: 1}, DL)
+	MOVB(DL, k.buf.Idx(gT, 1))
 	INCQ(gT)
 	JMP(LabelRef(loop))
 	Label(done)
@@ -354,43 +450,33 @@ func (k *kernel) storePartial(r VecPhysical, p, n GPPhysical) {
 		VMOVDQU8(r, K1, Mem{Base: p})
 		return
 	}
-	loop, done := k.newLabel("bounce_out"), k.newLabel("bounce_out_done")
+	loop, done := k.newLabel("stage_out"), k.newLabel("stage_out_done")
 	VMOVDQU(r, k.buf)
 	XORQ(gT, gT)
 	Label(loop)
 	CMPQ(gT, n)
 	JAE(LabelRef(done))
-	MOVB(k.buf.Idx(gT, 1), gU.As8())
-	MOVB(gU.As8(), Mem{Base: p, Index: gT, Scale: 1})
+	MOVB(k.buf.Idx(gT, 1), DL)
+	MOVB(DL, Mem{Base: p, Index: gT, Scale: 1})
 	INCQ(gT)
 	JMP(LabelRef(loop))
 	Label(done)
 }
 
-// ctrBlocks encrypts the next vector of counter blocks into a.
-func (k *kernel) ctrBlocks(a VecPhysical) {
-	VPSHUFB(k.v(rBswap), k.v(rCtr), a)
-	VPADDD(k.v(rInc), k.v(rCtr), k.v(rCtr))
-	k.xor(k.rk(0), a, a)
-	for r := 1; r < k.nr; r++ {
-		VAESENC(k.rk(r), a, a)
-	}
-	VAESENCLAST(k.rk(k.nr), a, a)
-}
-
-// chunk encrypts four vectors of counter blocks, xors them with src into
+// chunk encrypts nv vectors of counter blocks, xors them with src into
 // dst and advances both, emitting the GHASH steps between the AES rounds.
 func (k *kernel) chunk(steps []func()) {
-	for j := 0; j < 4; j++ {
-		a := k.v(rA0 + j)
-		VPSHUFB(k.v(rBswap), k.v(rCtr), a)
-		VPADDD(k.v(rInc), k.v(rCtr), k.v(rCtr))
-		k.xor(k.rk(0), a, a)
+	k.loadKey(0)
+	for _, a := range k.a {
+		VPSHUFB(k.bswap, k.v(k.ctr), k.v(a))
+		VPADDD(k.inc, k.v(k.ctr), k.v(k.ctr))
+		k.xor(k.rk(0), k.v(a), k.v(a))
 	}
 	next := 0
 	for r := 1; r < k.nr; r++ {
-		for j := 0; j < 4; j++ {
-			VAESENC(k.rk(r), k.v(rA0+j), k.v(rA0+j))
+		k.loadKey(r)
+		for _, a := range k.a {
+			VAESENC(k.rk(r), k.v(a), k.v(a))
 		}
 		// Spread the steps evenly over the rounds.
 		for upto := len(steps) * r / (k.nr - 1); next < upto; next++ {
@@ -398,16 +484,16 @@ func (k *kernel) chunk(steps []func()) {
 		}
 	}
 	k.emit(steps[next:])
-	for j := 0; j < 4; j++ {
-		VAESENCLAST(k.rk(k.nr), k.v(rA0+j), k.v(rA0+j))
+	k.loadKey(k.nr)
+	for _, a := range k.a {
+		VAESENCLAST(k.rk(k.nr), k.v(a), k.v(a))
 	}
-	for j := 0; j < 4; j++ {
-		a := k.v(rA0 + j)
-		k.xor(Mem{Base: gSrc, Disp: j * k.w}, a, a)
-		k.store(a, Mem{Base: gDst, Disp: j * k.w})
+	for j, a := range k.a {
+		k.xor(Mem{Base: gSrc, Disp: j * k.w}, k.v(a), k.v(a))
+		k.store(k.v(a), Mem{Base: gDst, Disp: j * k.w})
 	}
-	ADDQ(U32(4*k.w), gSrc)
-	ADDQ(U32(4*k.w), gDst)
+	ADDQ(U32(k.nv*k.w), gSrc)
+	ADDQ(U32(k.nv*k.w), gDst)
 }
 
 func (k *kernel) emit(steps []func()) {
@@ -416,22 +502,21 @@ func (k *kernel) emit(steps []func()) {
 	}
 }
 
-// hashSteps returns the steps that hash the four ciphertext vectors at
-// base+disp into the accumulator: block i of the 4*lanes multiplies by
-// H^(4*lanes-i), products are summed unreduced, reduced once per lane and
-// the lanes summed.
+// hashSteps returns the steps that hash the chunk of ciphertext at
+// base+disp into the accumulator: its block i of 16 multiplies by
+// H^(16-i), products are summed unreduced, reduced once per lane and the
+// lanes summed.
 func (k *kernel) hashSteps(base GPPhysical, disp int) []func() {
 	var steps []func()
-	n := 4 * k.lanes
-	for j := 0; j < 4; j++ {
-		gh := k.v(rGH0 + j%2)
+	for j := 0; j < k.nv; j++ {
+		gh := k.v(k.gh[j%2])
 		m := Mem{Base: base, Disp: disp + j*k.w}
-		h := power(n - j*k.lanes)
+		h := power(16 - j*k.lanes)
 		steps = append(steps, func() {
 			k.load(m, gh)
-			VPSHUFB(k.v(rBswap), gh, gh)
+			VPSHUFB(k.bswap, gh, gh)
 			if j == 0 {
-				k.xor(k.v(rAcc), gh, gh)
+				k.xor(k.accOp(), gh, gh)
 			}
 		})
 		steps = append(steps, k.mulSteps(j == 0, gh, h)...)
@@ -439,21 +524,10 @@ func (k *kernel) hashSteps(base GPPhysical, disp int) []func() {
 	return append(steps, k.reduceSteps()...)
 }
 
-// hashVector returns the steps that hash one vector gh (byte order as
-// stored) with the powers loaded from h.
-func (k *kernel) hashVector(gh VecPhysical, h Mem) []func() {
-	steps := []func(){func() {
-		VPSHUFB(k.v(rBswap), gh, gh)
-		k.xor(k.v(rAcc), gh, gh)
-	}}
-	steps = append(steps, k.mulSteps(true, gh, h)...)
-	return append(steps, k.reduceSteps()...)
-}
-
 // mulSteps multiply gh by the powers at h into the unreduced sums,
 // setting them if first.
 func (k *kernel) mulSteps(first bool, gh VecPhysical, h Mem) []func() {
-	lo, mi, hi, t0, t1 := k.v(rLo), k.v(rMi), k.v(rHi), k.v(rT0), k.v(rT1)
+	lo, mi, hi, t0, t1 := k.v(k.lo), k.v(k.mi), k.v(k.hi), k.v(k.t0), k.v(k.t1)
 	if first {
 		return []func(){
 			func() {
@@ -485,28 +559,29 @@ func (k *kernel) mulSteps(first bool, gh VecPhysical, h Mem) []func() {
 // reduceSteps fold LO into MI and MI into HI in every lane, then sum the
 // lanes of HI into the accumulator.
 func (k *kernel) reduceSteps() []func() {
-	lo, mi, hi, t0, poly := k.v(rLo), k.v(rMi), k.v(rHi), k.v(rT0), k.v(rPoly)
+	lo, mi, hi, t0 := k.v(k.lo), k.v(k.mi), k.v(k.hi), k.v(k.t0)
 	return []func(){
 		func() {
-			VPCLMULQDQ(U8(0x01), lo, poly, t0)
+			VPCLMULQDQ(U8(0x10), k.poly, lo, t0) // LO_L * (x^63 + x^62 + x^57)
 			VPSHUFD(U8(0x4e), lo, lo)
 			k.xor3(lo, t0, mi)
 		},
 		func() {
-			VPCLMULQDQ(U8(0x01), mi, poly, t0)
+			VPCLMULQDQ(U8(0x10), k.poly, mi, t0)
 			VPSHUFD(U8(0x4e), mi, mi)
 			k.xor3(mi, t0, hi)
 		},
 		func() {
-			xacc, xt0, xt1 := xregs[rAcc], xregs[rT0], xregs[rT1]
+			xacc, xt0, xt1 := xregs[k.acc], xregs[k.t0], xregs[k.t1]
 			if k.evex {
-				VEXTRACTI64X4(U8(1), hi, yregs[rT0])
-				VPXOR(yregs[rT0], hi.AsY(), yregs[rT0])
-				VEXTRACTI128(U8(1), yregs[rT0], xt1)
+				VEXTRACTI64X4(U8(1), hi, yregs[k.t0])
+				VPXOR(yregs[k.t0], hi.AsY(), yregs[k.t0])
+				VEXTRACTI128(U8(1), yregs[k.t0], xt1)
 				VPXOR(xt1, xt0, xacc)
 			} else {
 				VEXTRACTI128(U8(1), hi, xt0)
-				VPXOR(xt0, hi.AsX(), xacc)
+				VPXOR(xt0, hi.AsX(), xt0)
+				VMOVDQU(yregs[k.t0], k.accMem) // upper half zeroed by VPXOR
 			}
 		},
 	}
