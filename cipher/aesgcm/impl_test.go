@@ -56,6 +56,10 @@ func randBytes(rng *rand.Rand, n int) []byte {
 func checkAgainstStd(t *testing.T, g, ref cipher.AEAD, nonce, pt, aad []byte, off int) {
 	t.Helper()
 	want := ref.Seal(nil, nonce, pt, aad)
+	// The source at an offset too (a different one from dst's).
+	src := make([]byte, len(pt)+off/2+1)[off/2+1:]
+	copy(src, pt)
+	pt = src
 
 	// Not in place, dst with a prefix and unaligned.
 	buf := make([]byte, off+len(pt)+TagSize+8)
