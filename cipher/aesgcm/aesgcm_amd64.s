@@ -1197,6 +1197,8 @@ loop_4:
 	JMP           loop_4
 
 hash_last_6:
+	TESTQ         CX, CX
+	JNZ           tail_hash_last_7
 	VMOVDQU64     -256(DI), Z14
 	VPSHUFB       Z4, Z14, Z14
 	VPXORD        Z8, Z14, Z14
@@ -1242,6 +1244,232 @@ hash_last_6:
 	VPXOR         Y12, Y11, Y12
 	VEXTRACTI128  $0x01, Y12, X13
 	VPXOR         X13, X12, X8
+	JMP           final
+
+tail_hash_last_7:
+	// The tail: a chunk of key stream, then whole vectors, then a partial one.
+	LEAQ          15(CX), BX
+	ANDQ          $-16, BX
+	MOVQ          $0x00000100, DX
+	SUBQ          BX, DX
+	LEAQ          960(AX)(DX*1), R12
+	VPSHUFB       Z4, Z7, Z0
+	VPADDD        Z6, Z7, Z7
+	VPXORD        Z16, Z0, Z0
+	VPSHUFB       Z4, Z7, Z1
+	VPADDD        Z6, Z7, Z7
+	VPXORD        Z16, Z1, Z1
+	VPSHUFB       Z4, Z7, Z2
+	VPADDD        Z6, Z7, Z7
+	VPXORD        Z16, Z2, Z2
+	VPSHUFB       Z4, Z7, Z3
+	VPADDD        Z6, Z7, Z7
+	VPXORD        Z16, Z3, Z3
+	VAESENC       Z17, Z0, Z0
+	VAESENC       Z17, Z1, Z1
+	VAESENC       Z17, Z2, Z2
+	VAESENC       Z17, Z3, Z3
+	VMOVDQU64     -256(DI), Z14
+	VPSHUFB       Z4, Z14, Z14
+	VPXORD        Z8, Z14, Z14
+	VAESENC       Z18, Z0, Z0
+	VAESENC       Z18, Z1, Z1
+	VAESENC       Z18, Z2, Z2
+	VAESENC       Z18, Z3, Z3
+	VPCLMULQDQ    $0x00, 960(AX), Z14, Z9
+	VPCLMULQDQ    $0x11, 960(AX), Z14, Z11
+	VPCLMULQDQ    $0x01, 960(AX), Z14, Z10
+	VPCLMULQDQ    $0x10, 960(AX), Z14, Z12
+	VPXORD        Z12, Z10, Z10
+	VAESENC       Z19, Z0, Z0
+	VAESENC       Z19, Z1, Z1
+	VAESENC       Z19, Z2, Z2
+	VAESENC       Z19, Z3, Z3
+	VMOVDQU64     -192(DI), Z15
+	VPSHUFB       Z4, Z15, Z15
+	VPCLMULQDQ    $0x00, 1024(AX), Z15, Z12
+	VPCLMULQDQ    $0x11, 1024(AX), Z15, Z13
+	VPXORD        Z12, Z9, Z9
+	VPXORD        Z13, Z11, Z11
+	VAESENC       Z20, Z0, Z0
+	VAESENC       Z20, Z1, Z1
+	VAESENC       Z20, Z2, Z2
+	VAESENC       Z20, Z3, Z3
+	VPCLMULQDQ    $0x01, 1024(AX), Z15, Z12
+	VPCLMULQDQ    $0x10, 1024(AX), Z15, Z13
+	VPTERNLOGD    $0x96, Z12, Z13, Z10
+	VMOVDQU64     -128(DI), Z14
+	VPSHUFB       Z4, Z14, Z14
+	VAESENC       Z21, Z0, Z0
+	VAESENC       Z21, Z1, Z1
+	VAESENC       Z21, Z2, Z2
+	VAESENC       Z21, Z3, Z3
+	VPCLMULQDQ    $0x00, 1088(AX), Z14, Z12
+	VPCLMULQDQ    $0x11, 1088(AX), Z14, Z13
+	VPXORD        Z12, Z9, Z9
+	VPXORD        Z13, Z11, Z11
+	VPCLMULQDQ    $0x01, 1088(AX), Z14, Z12
+	VPCLMULQDQ    $0x10, 1088(AX), Z14, Z13
+	VPTERNLOGD    $0x96, Z12, Z13, Z10
+	VAESENC       Z22, Z0, Z0
+	VAESENC       Z22, Z1, Z1
+	VAESENC       Z22, Z2, Z2
+	VAESENC       Z22, Z3, Z3
+	VMOVDQU64     -64(DI), Z15
+	VPSHUFB       Z4, Z15, Z15
+	VPCLMULQDQ    $0x00, 1152(AX), Z15, Z12
+	VPCLMULQDQ    $0x11, 1152(AX), Z15, Z13
+	VPXORD        Z12, Z9, Z9
+	VPXORD        Z13, Z11, Z11
+	VAESENC       Z23, Z0, Z0
+	VAESENC       Z23, Z1, Z1
+	VAESENC       Z23, Z2, Z2
+	VAESENC       Z23, Z3, Z3
+	VPCLMULQDQ    $0x01, 1152(AX), Z15, Z12
+	VPCLMULQDQ    $0x10, 1152(AX), Z15, Z13
+	VPTERNLOGD    $0x96, Z12, Z13, Z10
+	VPCLMULQDQ    $0x10, Z5, Z9, Z12
+	VPSHUFD       $0x4e, Z9, Z9
+	VPTERNLOGD    $0x96, Z9, Z12, Z10
+	VAESENC       Z24, Z0, Z0
+	VAESENC       Z24, Z1, Z1
+	VAESENC       Z24, Z2, Z2
+	VAESENC       Z24, Z3, Z3
+	VPCLMULQDQ    $0x10, Z5, Z10, Z12
+	VPSHUFD       $0x4e, Z10, Z10
+	VPTERNLOGD    $0x96, Z10, Z12, Z11
+	VEXTRACTI64X4 $0x01, Z11, Y12
+	VPXOR         Y12, Y11, Y12
+	VEXTRACTI128  $0x01, Y12, X13
+	VPXOR         X13, X12, X8
+	VAESENC       Z25, Z0, Z0
+	VAESENC       Z25, Z1, Z1
+	VAESENC       Z25, Z2, Z2
+	VAESENC       Z25, Z3, Z3
+	VPCLMULQDQ    $0x00, (R12), Z8, Z9
+	VPCLMULQDQ    $0x11, (R12), Z8, Z11
+	VPCLMULQDQ    $0x01, (R12), Z8, Z10
+	VPCLMULQDQ    $0x10, (R12), Z8, Z12
+	VPXORD        Z12, Z10, Z10
+	VAESENCLAST   Z26, Z0, Z0
+	VAESENCLAST   Z26, Z1, Z1
+	VAESENCLAST   Z26, Z2, Z2
+	VAESENCLAST   Z26, Z3, Z3
+	CMPQ          CX, $0x40
+	JAE           full_10
+	JMP           partial_8
+
+full_10:
+	VPXORD     (SI), Z0, Z0
+	VMOVDQU64  Z0, (DI)
+	VMOVDQA64  Z0, Z14
+	VPSHUFB    Z4, Z14, Z14
+	VPCLMULQDQ $0x00, (R12), Z14, Z12
+	VPCLMULQDQ $0x11, (R12), Z14, Z13
+	VPXORD     Z12, Z9, Z9
+	VPXORD     Z13, Z11, Z11
+	VPCLMULQDQ $0x01, (R12), Z14, Z12
+	VPCLMULQDQ $0x10, (R12), Z14, Z13
+	VPTERNLOGD $0x96, Z12, Z13, Z10
+	ADDQ       $0x40, SI
+	ADDQ       $0x40, DI
+	ADDQ       $0x40, R12
+	SUBQ       $0x40, CX
+	CMPQ       CX, $0x40
+	JAE        full_11
+	VMOVDQA64  Z1, Z0
+	JMP        partial_8
+
+full_11:
+	VPXORD     (SI), Z1, Z1
+	VMOVDQU64  Z1, (DI)
+	VMOVDQA64  Z1, Z14
+	VPSHUFB    Z4, Z14, Z14
+	VPCLMULQDQ $0x00, (R12), Z14, Z12
+	VPCLMULQDQ $0x11, (R12), Z14, Z13
+	VPXORD     Z12, Z9, Z9
+	VPXORD     Z13, Z11, Z11
+	VPCLMULQDQ $0x01, (R12), Z14, Z12
+	VPCLMULQDQ $0x10, (R12), Z14, Z13
+	VPTERNLOGD $0x96, Z12, Z13, Z10
+	ADDQ       $0x40, SI
+	ADDQ       $0x40, DI
+	ADDQ       $0x40, R12
+	SUBQ       $0x40, CX
+	CMPQ       CX, $0x40
+	JAE        full_12
+	VMOVDQA64  Z2, Z0
+	JMP        partial_8
+
+full_12:
+	VPXORD     (SI), Z2, Z2
+	VMOVDQU64  Z2, (DI)
+	VMOVDQA64  Z2, Z14
+	VPSHUFB    Z4, Z14, Z14
+	VPCLMULQDQ $0x00, (R12), Z14, Z12
+	VPCLMULQDQ $0x11, (R12), Z14, Z13
+	VPXORD     Z12, Z9, Z9
+	VPXORD     Z13, Z11, Z11
+	VPCLMULQDQ $0x01, (R12), Z14, Z12
+	VPCLMULQDQ $0x10, (R12), Z14, Z13
+	VPTERNLOGD $0x96, Z12, Z13, Z10
+	ADDQ       $0x40, SI
+	ADDQ       $0x40, DI
+	ADDQ       $0x40, R12
+	SUBQ       $0x40, CX
+	CMPQ       CX, $0x40
+	JAE        full_13
+	VMOVDQA64  Z3, Z0
+	JMP        partial_8
+
+full_13:
+	VPXORD     (SI), Z3, Z3
+	VMOVDQU64  Z3, (DI)
+	VMOVDQA64  Z3, Z14
+	VPSHUFB    Z4, Z14, Z14
+	VPCLMULQDQ $0x00, (R12), Z14, Z12
+	VPCLMULQDQ $0x11, (R12), Z14, Z13
+	VPXORD     Z12, Z9, Z9
+	VPXORD     Z13, Z11, Z11
+	VPCLMULQDQ $0x01, (R12), Z14, Z12
+	VPCLMULQDQ $0x10, (R12), Z14, Z13
+	VPTERNLOGD $0x96, Z12, Z13, Z10
+	ADDQ       $0x40, SI
+	ADDQ       $0x40, DI
+	ADDQ       $0x40, R12
+	SUBQ       $0x40, CX
+
+partial_8:
+	TESTQ      CX, CX
+	JZ         reduce_9
+	MOVQ       $-1, BX
+	BZHIQ      CX, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (SI), K1, Z14
+	VPXORD     Z14, Z0, Z0
+	VMOVDQU8   Z0, K1, (DI)
+	VMOVDQU8.Z Z0, K1, Z14
+	VPSHUFB    Z4, Z14, Z14
+	VPCLMULQDQ $0x00, (R12), Z14, Z12
+	VPCLMULQDQ $0x11, (R12), Z14, Z13
+	VPXORD     Z12, Z9, Z9
+	VPXORD     Z13, Z11, Z11
+	VPCLMULQDQ $0x01, (R12), Z14, Z12
+	VPCLMULQDQ $0x10, (R12), Z14, Z13
+	VPTERNLOGD $0x96, Z12, Z13, Z10
+
+reduce_9:
+	VPCLMULQDQ    $0x10, Z5, Z9, Z12
+	VPSHUFD       $0x4e, Z9, Z9
+	VPTERNLOGD    $0x96, Z9, Z12, Z10
+	VPCLMULQDQ    $0x10, Z5, Z10, Z12
+	VPSHUFD       $0x4e, Z10, Z10
+	VPTERNLOGD    $0x96, Z10, Z12, Z11
+	VEXTRACTI64X4 $0x01, Z11, Y12
+	VPXOR         Y12, Y11, Y12
+	VEXTRACTI128  $0x01, Y12, X13
+	VPXOR         X13, X12, X8
+	JMP           final
 
 tail_5:
 	TESTQ CX, CX
@@ -1269,15 +1497,10 @@ tail_5:
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
 	VAESENC     Z17, Z3, Z3
-	VPCLMULQDQ  $0x00, (R12), Z8, Z9
-	VPCLMULQDQ  $0x11, (R12), Z8, Z11
 	VAESENC     Z18, Z0, Z0
 	VAESENC     Z18, Z1, Z1
 	VAESENC     Z18, Z2, Z2
 	VAESENC     Z18, Z3, Z3
-	VPCLMULQDQ  $0x01, (R12), Z8, Z10
-	VPCLMULQDQ  $0x10, (R12), Z8, Z12
-	VPXORD      Z12, Z10, Z10
 	VAESENC     Z19, Z0, Z0
 	VAESENC     Z19, Z1, Z1
 	VAESENC     Z19, Z2, Z2
@@ -1290,6 +1513,8 @@ tail_5:
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
 	VAESENC     Z21, Z3, Z3
+	VPCLMULQDQ  $0x00, (R12), Z8, Z9
+	VPCLMULQDQ  $0x11, (R12), Z8, Z11
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z22, Z1, Z1
 	VAESENC     Z22, Z2, Z2
@@ -1306,15 +1531,18 @@ tail_5:
 	VAESENC     Z25, Z1, Z1
 	VAESENC     Z25, Z2, Z2
 	VAESENC     Z25, Z3, Z3
+	VPCLMULQDQ  $0x01, (R12), Z8, Z10
+	VPCLMULQDQ  $0x10, (R12), Z8, Z12
+	VPXORD      Z12, Z10, Z10
 	VAESENCLAST Z26, Z0, Z0
 	VAESENCLAST Z26, Z1, Z1
 	VAESENCLAST Z26, Z2, Z2
 	VAESENCLAST Z26, Z3, Z3
 	CMPQ        CX, $0x40
-	JAE         full_9
-	JMP         partial_7
+	JAE         full_16
+	JMP         partial_14
 
-full_9:
+full_16:
 	VPXORD     (SI), Z0, Z0
 	VMOVDQU64  Z0, (DI)
 	VMOVDQA64  Z0, Z14
@@ -1331,11 +1559,11 @@ full_9:
 	ADDQ       $0x40, R12
 	SUBQ       $0x40, CX
 	CMPQ       CX, $0x40
-	JAE        full_10
+	JAE        full_17
 	VMOVDQA64  Z1, Z0
-	JMP        partial_7
+	JMP        partial_14
 
-full_10:
+full_17:
 	VPXORD     (SI), Z1, Z1
 	VMOVDQU64  Z1, (DI)
 	VMOVDQA64  Z1, Z14
@@ -1352,11 +1580,11 @@ full_10:
 	ADDQ       $0x40, R12
 	SUBQ       $0x40, CX
 	CMPQ       CX, $0x40
-	JAE        full_11
+	JAE        full_18
 	VMOVDQA64  Z2, Z0
-	JMP        partial_7
+	JMP        partial_14
 
-full_11:
+full_18:
 	VPXORD     (SI), Z2, Z2
 	VMOVDQU64  Z2, (DI)
 	VMOVDQA64  Z2, Z14
@@ -1373,11 +1601,11 @@ full_11:
 	ADDQ       $0x40, R12
 	SUBQ       $0x40, CX
 	CMPQ       CX, $0x40
-	JAE        full_12
+	JAE        full_19
 	VMOVDQA64  Z3, Z0
-	JMP        partial_7
+	JMP        partial_14
 
-full_12:
+full_19:
 	VPXORD     (SI), Z3, Z3
 	VMOVDQU64  Z3, (DI)
 	VMOVDQA64  Z3, Z14
@@ -1394,9 +1622,9 @@ full_12:
 	ADDQ       $0x40, R12
 	SUBQ       $0x40, CX
 
-partial_7:
+partial_14:
 	TESTQ      CX, CX
-	JZ         reduce_8
+	JZ         reduce_15
 	MOVQ       $-1, BX
 	BZHIQ      CX, BX, BX
 	KMOVQ      BX, K1
@@ -1413,7 +1641,7 @@ partial_7:
 	VPCLMULQDQ $0x10, (R12), Z14, Z13
 	VPTERNLOGD $0x96, Z12, Z13, Z10
 
-reduce_8:
+reduce_15:
 	VPCLMULQDQ    $0x10, Z5, Z9, Z12
 	VPSHUFD       $0x4e, Z9, Z9
 	VPTERNLOGD    $0x96, Z9, Z12, Z10
@@ -1693,15 +1921,10 @@ tail_5:
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
 	VAESENC     Z17, Z3, Z3
-	VPCLMULQDQ  $0x00, (R12), Z8, Z9
-	VPCLMULQDQ  $0x11, (R12), Z8, Z11
 	VAESENC     Z18, Z0, Z0
 	VAESENC     Z18, Z1, Z1
 	VAESENC     Z18, Z2, Z2
 	VAESENC     Z18, Z3, Z3
-	VPCLMULQDQ  $0x01, (R12), Z8, Z10
-	VPCLMULQDQ  $0x10, (R12), Z8, Z12
-	VPXORD      Z12, Z10, Z10
 	VAESENC     Z19, Z0, Z0
 	VAESENC     Z19, Z1, Z1
 	VAESENC     Z19, Z2, Z2
@@ -1714,6 +1937,8 @@ tail_5:
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
 	VAESENC     Z21, Z3, Z3
+	VPCLMULQDQ  $0x00, (R12), Z8, Z9
+	VPCLMULQDQ  $0x11, (R12), Z8, Z11
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z22, Z1, Z1
 	VAESENC     Z22, Z2, Z2
@@ -1730,6 +1955,9 @@ tail_5:
 	VAESENC     Z25, Z1, Z1
 	VAESENC     Z25, Z2, Z2
 	VAESENC     Z25, Z3, Z3
+	VPCLMULQDQ  $0x01, (R12), Z8, Z10
+	VPCLMULQDQ  $0x10, (R12), Z8, Z12
+	VPXORD      Z12, Z10, Z10
 	VAESENCLAST Z26, Z0, Z0
 	VAESENCLAST Z26, Z1, Z1
 	VAESENCLAST Z26, Z2, Z2
@@ -2197,6 +2425,8 @@ loop_4:
 	JMP           loop_4
 
 hash_last_6:
+	TESTQ         CX, CX
+	JNZ           tail_hash_last_7
 	VMOVDQU64     -256(DI), Z14
 	VPSHUFB       Z4, Z14, Z14
 	VPXORD        Z8, Z14, Z14
@@ -2242,6 +2472,248 @@ hash_last_6:
 	VPXOR         Y12, Y11, Y12
 	VEXTRACTI128  $0x01, Y12, X13
 	VPXOR         X13, X12, X8
+	JMP           final
+
+tail_hash_last_7:
+	// The tail: a chunk of key stream, then whole vectors, then a partial one.
+	LEAQ          15(CX), BX
+	ANDQ          $-16, BX
+	MOVQ          $0x00000100, DX
+	SUBQ          BX, DX
+	LEAQ          960(AX)(DX*1), R12
+	VPSHUFB       Z4, Z7, Z0
+	VPADDD        Z6, Z7, Z7
+	VPXORD        Z16, Z0, Z0
+	VPSHUFB       Z4, Z7, Z1
+	VPADDD        Z6, Z7, Z7
+	VPXORD        Z16, Z1, Z1
+	VPSHUFB       Z4, Z7, Z2
+	VPADDD        Z6, Z7, Z7
+	VPXORD        Z16, Z2, Z2
+	VPSHUFB       Z4, Z7, Z3
+	VPADDD        Z6, Z7, Z7
+	VPXORD        Z16, Z3, Z3
+	VAESENC       Z17, Z0, Z0
+	VAESENC       Z17, Z1, Z1
+	VAESENC       Z17, Z2, Z2
+	VAESENC       Z17, Z3, Z3
+	VMOVDQU64     -256(DI), Z14
+	VPSHUFB       Z4, Z14, Z14
+	VPXORD        Z8, Z14, Z14
+	VAESENC       Z18, Z0, Z0
+	VAESENC       Z18, Z1, Z1
+	VAESENC       Z18, Z2, Z2
+	VAESENC       Z18, Z3, Z3
+	VPCLMULQDQ    $0x00, 960(AX), Z14, Z9
+	VPCLMULQDQ    $0x11, 960(AX), Z14, Z11
+	VAESENC       Z19, Z0, Z0
+	VAESENC       Z19, Z1, Z1
+	VAESENC       Z19, Z2, Z2
+	VAESENC       Z19, Z3, Z3
+	VPCLMULQDQ    $0x01, 960(AX), Z14, Z10
+	VPCLMULQDQ    $0x10, 960(AX), Z14, Z12
+	VPXORD        Z12, Z10, Z10
+	VAESENC       Z20, Z0, Z0
+	VAESENC       Z20, Z1, Z1
+	VAESENC       Z20, Z2, Z2
+	VAESENC       Z20, Z3, Z3
+	VMOVDQU64     -192(DI), Z15
+	VPSHUFB       Z4, Z15, Z15
+	VPCLMULQDQ    $0x00, 1024(AX), Z15, Z12
+	VPCLMULQDQ    $0x11, 1024(AX), Z15, Z13
+	VPXORD        Z12, Z9, Z9
+	VPXORD        Z13, Z11, Z11
+	VAESENC       Z21, Z0, Z0
+	VAESENC       Z21, Z1, Z1
+	VAESENC       Z21, Z2, Z2
+	VAESENC       Z21, Z3, Z3
+	VPCLMULQDQ    $0x01, 1024(AX), Z15, Z12
+	VPCLMULQDQ    $0x10, 1024(AX), Z15, Z13
+	VPTERNLOGD    $0x96, Z12, Z13, Z10
+	VAESENC       Z22, Z0, Z0
+	VAESENC       Z22, Z1, Z1
+	VAESENC       Z22, Z2, Z2
+	VAESENC       Z22, Z3, Z3
+	VMOVDQU64     -128(DI), Z14
+	VPSHUFB       Z4, Z14, Z14
+	VAESENC       Z23, Z0, Z0
+	VAESENC       Z23, Z1, Z1
+	VAESENC       Z23, Z2, Z2
+	VAESENC       Z23, Z3, Z3
+	VPCLMULQDQ    $0x00, 1088(AX), Z14, Z12
+	VPCLMULQDQ    $0x11, 1088(AX), Z14, Z13
+	VPXORD        Z12, Z9, Z9
+	VPXORD        Z13, Z11, Z11
+	VPCLMULQDQ    $0x01, 1088(AX), Z14, Z12
+	VPCLMULQDQ    $0x10, 1088(AX), Z14, Z13
+	VPTERNLOGD    $0x96, Z12, Z13, Z10
+	VAESENC       Z24, Z0, Z0
+	VAESENC       Z24, Z1, Z1
+	VAESENC       Z24, Z2, Z2
+	VAESENC       Z24, Z3, Z3
+	VMOVDQU64     -64(DI), Z15
+	VPSHUFB       Z4, Z15, Z15
+	VAESENC       Z25, Z0, Z0
+	VAESENC       Z25, Z1, Z1
+	VAESENC       Z25, Z2, Z2
+	VAESENC       Z25, Z3, Z3
+	VPCLMULQDQ    $0x00, 1152(AX), Z15, Z12
+	VPCLMULQDQ    $0x11, 1152(AX), Z15, Z13
+	VPXORD        Z12, Z9, Z9
+	VPXORD        Z13, Z11, Z11
+	VAESENC       Z26, Z0, Z0
+	VAESENC       Z26, Z1, Z1
+	VAESENC       Z26, Z2, Z2
+	VAESENC       Z26, Z3, Z3
+	VPCLMULQDQ    $0x01, 1152(AX), Z15, Z12
+	VPCLMULQDQ    $0x10, 1152(AX), Z15, Z13
+	VPTERNLOGD    $0x96, Z12, Z13, Z10
+	VPCLMULQDQ    $0x10, Z5, Z9, Z12
+	VPSHUFD       $0x4e, Z9, Z9
+	VPTERNLOGD    $0x96, Z9, Z12, Z10
+	VAESENC       Z27, Z0, Z0
+	VAESENC       Z27, Z1, Z1
+	VAESENC       Z27, Z2, Z2
+	VAESENC       Z27, Z3, Z3
+	VPCLMULQDQ    $0x10, Z5, Z10, Z12
+	VPSHUFD       $0x4e, Z10, Z10
+	VPTERNLOGD    $0x96, Z10, Z12, Z11
+	VAESENC       Z28, Z0, Z0
+	VAESENC       Z28, Z1, Z1
+	VAESENC       Z28, Z2, Z2
+	VAESENC       Z28, Z3, Z3
+	VEXTRACTI64X4 $0x01, Z11, Y12
+	VPXOR         Y12, Y11, Y12
+	VEXTRACTI128  $0x01, Y12, X13
+	VPXOR         X13, X12, X8
+	VAESENC       Z29, Z0, Z0
+	VAESENC       Z29, Z1, Z1
+	VAESENC       Z29, Z2, Z2
+	VAESENC       Z29, Z3, Z3
+	VPCLMULQDQ    $0x00, (R12), Z8, Z9
+	VPCLMULQDQ    $0x11, (R12), Z8, Z11
+	VPCLMULQDQ    $0x01, (R12), Z8, Z10
+	VPCLMULQDQ    $0x10, (R12), Z8, Z12
+	VPXORD        Z12, Z10, Z10
+	VAESENCLAST   Z30, Z0, Z0
+	VAESENCLAST   Z30, Z1, Z1
+	VAESENCLAST   Z30, Z2, Z2
+	VAESENCLAST   Z30, Z3, Z3
+	CMPQ          CX, $0x40
+	JAE           full_10
+	JMP           partial_8
+
+full_10:
+	VPXORD     (SI), Z0, Z0
+	VMOVDQU64  Z0, (DI)
+	VMOVDQA64  Z0, Z14
+	VPSHUFB    Z4, Z14, Z14
+	VPCLMULQDQ $0x00, (R12), Z14, Z12
+	VPCLMULQDQ $0x11, (R12), Z14, Z13
+	VPXORD     Z12, Z9, Z9
+	VPXORD     Z13, Z11, Z11
+	VPCLMULQDQ $0x01, (R12), Z14, Z12
+	VPCLMULQDQ $0x10, (R12), Z14, Z13
+	VPTERNLOGD $0x96, Z12, Z13, Z10
+	ADDQ       $0x40, SI
+	ADDQ       $0x40, DI
+	ADDQ       $0x40, R12
+	SUBQ       $0x40, CX
+	CMPQ       CX, $0x40
+	JAE        full_11
+	VMOVDQA64  Z1, Z0
+	JMP        partial_8
+
+full_11:
+	VPXORD     (SI), Z1, Z1
+	VMOVDQU64  Z1, (DI)
+	VMOVDQA64  Z1, Z14
+	VPSHUFB    Z4, Z14, Z14
+	VPCLMULQDQ $0x00, (R12), Z14, Z12
+	VPCLMULQDQ $0x11, (R12), Z14, Z13
+	VPXORD     Z12, Z9, Z9
+	VPXORD     Z13, Z11, Z11
+	VPCLMULQDQ $0x01, (R12), Z14, Z12
+	VPCLMULQDQ $0x10, (R12), Z14, Z13
+	VPTERNLOGD $0x96, Z12, Z13, Z10
+	ADDQ       $0x40, SI
+	ADDQ       $0x40, DI
+	ADDQ       $0x40, R12
+	SUBQ       $0x40, CX
+	CMPQ       CX, $0x40
+	JAE        full_12
+	VMOVDQA64  Z2, Z0
+	JMP        partial_8
+
+full_12:
+	VPXORD     (SI), Z2, Z2
+	VMOVDQU64  Z2, (DI)
+	VMOVDQA64  Z2, Z14
+	VPSHUFB    Z4, Z14, Z14
+	VPCLMULQDQ $0x00, (R12), Z14, Z12
+	VPCLMULQDQ $0x11, (R12), Z14, Z13
+	VPXORD     Z12, Z9, Z9
+	VPXORD     Z13, Z11, Z11
+	VPCLMULQDQ $0x01, (R12), Z14, Z12
+	VPCLMULQDQ $0x10, (R12), Z14, Z13
+	VPTERNLOGD $0x96, Z12, Z13, Z10
+	ADDQ       $0x40, SI
+	ADDQ       $0x40, DI
+	ADDQ       $0x40, R12
+	SUBQ       $0x40, CX
+	CMPQ       CX, $0x40
+	JAE        full_13
+	VMOVDQA64  Z3, Z0
+	JMP        partial_8
+
+full_13:
+	VPXORD     (SI), Z3, Z3
+	VMOVDQU64  Z3, (DI)
+	VMOVDQA64  Z3, Z14
+	VPSHUFB    Z4, Z14, Z14
+	VPCLMULQDQ $0x00, (R12), Z14, Z12
+	VPCLMULQDQ $0x11, (R12), Z14, Z13
+	VPXORD     Z12, Z9, Z9
+	VPXORD     Z13, Z11, Z11
+	VPCLMULQDQ $0x01, (R12), Z14, Z12
+	VPCLMULQDQ $0x10, (R12), Z14, Z13
+	VPTERNLOGD $0x96, Z12, Z13, Z10
+	ADDQ       $0x40, SI
+	ADDQ       $0x40, DI
+	ADDQ       $0x40, R12
+	SUBQ       $0x40, CX
+
+partial_8:
+	TESTQ      CX, CX
+	JZ         reduce_9
+	MOVQ       $-1, BX
+	BZHIQ      CX, BX, BX
+	KMOVQ      BX, K1
+	VMOVDQU8.Z (SI), K1, Z14
+	VPXORD     Z14, Z0, Z0
+	VMOVDQU8   Z0, K1, (DI)
+	VMOVDQU8.Z Z0, K1, Z14
+	VPSHUFB    Z4, Z14, Z14
+	VPCLMULQDQ $0x00, (R12), Z14, Z12
+	VPCLMULQDQ $0x11, (R12), Z14, Z13
+	VPXORD     Z12, Z9, Z9
+	VPXORD     Z13, Z11, Z11
+	VPCLMULQDQ $0x01, (R12), Z14, Z12
+	VPCLMULQDQ $0x10, (R12), Z14, Z13
+	VPTERNLOGD $0x96, Z12, Z13, Z10
+
+reduce_9:
+	VPCLMULQDQ    $0x10, Z5, Z9, Z12
+	VPSHUFD       $0x4e, Z9, Z9
+	VPTERNLOGD    $0x96, Z9, Z12, Z10
+	VPCLMULQDQ    $0x10, Z5, Z10, Z12
+	VPSHUFD       $0x4e, Z10, Z10
+	VPTERNLOGD    $0x96, Z10, Z12, Z11
+	VEXTRACTI64X4 $0x01, Z11, Y12
+	VPXOR         Y12, Y11, Y12
+	VEXTRACTI128  $0x01, Y12, X13
+	VPXOR         X13, X12, X8
+	JMP           final
 
 tail_5:
 	TESTQ CX, CX
@@ -2269,15 +2741,10 @@ tail_5:
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
 	VAESENC     Z17, Z3, Z3
-	VPCLMULQDQ  $0x00, (R12), Z8, Z9
-	VPCLMULQDQ  $0x11, (R12), Z8, Z11
 	VAESENC     Z18, Z0, Z0
 	VAESENC     Z18, Z1, Z1
 	VAESENC     Z18, Z2, Z2
 	VAESENC     Z18, Z3, Z3
-	VPCLMULQDQ  $0x01, (R12), Z8, Z10
-	VPCLMULQDQ  $0x10, (R12), Z8, Z12
-	VPXORD      Z12, Z10, Z10
 	VAESENC     Z19, Z0, Z0
 	VAESENC     Z19, Z1, Z1
 	VAESENC     Z19, Z2, Z2
@@ -2298,6 +2765,8 @@ tail_5:
 	VAESENC     Z23, Z1, Z1
 	VAESENC     Z23, Z2, Z2
 	VAESENC     Z23, Z3, Z3
+	VPCLMULQDQ  $0x00, (R12), Z8, Z9
+	VPCLMULQDQ  $0x11, (R12), Z8, Z11
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -2322,15 +2791,18 @@ tail_5:
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
 	VAESENC     Z29, Z3, Z3
+	VPCLMULQDQ  $0x01, (R12), Z8, Z10
+	VPCLMULQDQ  $0x10, (R12), Z8, Z12
+	VPXORD      Z12, Z10, Z10
 	VAESENCLAST Z30, Z0, Z0
 	VAESENCLAST Z30, Z1, Z1
 	VAESENCLAST Z30, Z2, Z2
 	VAESENCLAST Z30, Z3, Z3
 	CMPQ        CX, $0x40
-	JAE         full_9
-	JMP         partial_7
+	JAE         full_16
+	JMP         partial_14
 
-full_9:
+full_16:
 	VPXORD     (SI), Z0, Z0
 	VMOVDQU64  Z0, (DI)
 	VMOVDQA64  Z0, Z14
@@ -2347,11 +2819,11 @@ full_9:
 	ADDQ       $0x40, R12
 	SUBQ       $0x40, CX
 	CMPQ       CX, $0x40
-	JAE        full_10
+	JAE        full_17
 	VMOVDQA64  Z1, Z0
-	JMP        partial_7
+	JMP        partial_14
 
-full_10:
+full_17:
 	VPXORD     (SI), Z1, Z1
 	VMOVDQU64  Z1, (DI)
 	VMOVDQA64  Z1, Z14
@@ -2368,11 +2840,11 @@ full_10:
 	ADDQ       $0x40, R12
 	SUBQ       $0x40, CX
 	CMPQ       CX, $0x40
-	JAE        full_11
+	JAE        full_18
 	VMOVDQA64  Z2, Z0
-	JMP        partial_7
+	JMP        partial_14
 
-full_11:
+full_18:
 	VPXORD     (SI), Z2, Z2
 	VMOVDQU64  Z2, (DI)
 	VMOVDQA64  Z2, Z14
@@ -2389,11 +2861,11 @@ full_11:
 	ADDQ       $0x40, R12
 	SUBQ       $0x40, CX
 	CMPQ       CX, $0x40
-	JAE        full_12
+	JAE        full_19
 	VMOVDQA64  Z3, Z0
-	JMP        partial_7
+	JMP        partial_14
 
-full_12:
+full_19:
 	VPXORD     (SI), Z3, Z3
 	VMOVDQU64  Z3, (DI)
 	VMOVDQA64  Z3, Z14
@@ -2410,9 +2882,9 @@ full_12:
 	ADDQ       $0x40, R12
 	SUBQ       $0x40, CX
 
-partial_7:
+partial_14:
 	TESTQ      CX, CX
-	JZ         reduce_8
+	JZ         reduce_15
 	MOVQ       $-1, BX
 	BZHIQ      CX, BX, BX
 	KMOVQ      BX, K1
@@ -2429,7 +2901,7 @@ partial_7:
 	VPCLMULQDQ $0x10, (R12), Z14, Z13
 	VPTERNLOGD $0x96, Z12, Z13, Z10
 
-reduce_8:
+reduce_15:
 	VPCLMULQDQ    $0x10, Z5, Z9, Z12
 	VPSHUFD       $0x4e, Z9, Z9
 	VPTERNLOGD    $0x96, Z9, Z12, Z10
@@ -2733,15 +3205,10 @@ tail_5:
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
 	VAESENC     Z17, Z3, Z3
-	VPCLMULQDQ  $0x00, (R12), Z8, Z9
-	VPCLMULQDQ  $0x11, (R12), Z8, Z11
 	VAESENC     Z18, Z0, Z0
 	VAESENC     Z18, Z1, Z1
 	VAESENC     Z18, Z2, Z2
 	VAESENC     Z18, Z3, Z3
-	VPCLMULQDQ  $0x01, (R12), Z8, Z10
-	VPCLMULQDQ  $0x10, (R12), Z8, Z12
-	VPXORD      Z12, Z10, Z10
 	VAESENC     Z19, Z0, Z0
 	VAESENC     Z19, Z1, Z1
 	VAESENC     Z19, Z2, Z2
@@ -2762,6 +3229,8 @@ tail_5:
 	VAESENC     Z23, Z1, Z1
 	VAESENC     Z23, Z2, Z2
 	VAESENC     Z23, Z3, Z3
+	VPCLMULQDQ  $0x00, (R12), Z8, Z9
+	VPCLMULQDQ  $0x11, (R12), Z8, Z11
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -2786,6 +3255,9 @@ tail_5:
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
 	VAESENC     Z29, Z3, Z3
+	VPCLMULQDQ  $0x01, (R12), Z8, Z10
+	VPCLMULQDQ  $0x10, (R12), Z8, Z12
+	VPXORD      Z12, Z10, Z10
 	VAESENCLAST Z30, Z0, Z0
 	VAESENCLAST Z30, Z1, Z1
 	VAESENCLAST Z30, Z2, Z2
@@ -3395,6 +3867,8 @@ loop_6:
 	JMP          loop_6
 
 hash_last_8:
+	TESTQ        CX, CX
+	JNZ          tail_hash_last_9
 	VMOVDQU      -256(DI), Y15
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
 	VPXOR        32(SP), Y15, Y15
@@ -3484,6 +3958,457 @@ hash_last_8:
 	VEXTRACTI128 $0x01, Y12, X13
 	VPXOR        X13, X12, X13
 	VMOVDQU      Y13, 32(SP)
+	JMP          final
+
+tail_hash_last_9:
+	// The tail: a chunk of key stream, then whole vectors, then a partial one.
+	LEAQ         15(CX), BX
+	ANDQ         $-16, BX
+	MOVQ         $0x00000100, DX
+	SUBQ         BX, DX
+	LEAQ         960(AX)(DX*1), R12
+	VMOVDQU      (AX), Y9
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y0
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y0, Y0
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y1
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y1, Y1
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y2
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y2, Y2
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y3
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y3, Y3
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y4
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y4, Y4
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y5
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y5, Y5
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y6
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y6, Y6
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y7
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y7, Y7
+	VMOVDQU      64(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VMOVDQU      -256(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VPXOR        32(SP), Y15, Y15
+	VPCLMULQDQ   $0x00, 960(AX), Y15, Y10
+	VPCLMULQDQ   $0x11, 960(AX), Y15, Y12
+	VPCLMULQDQ   $0x01, 960(AX), Y15, Y11
+	VPCLMULQDQ   $0x10, 960(AX), Y15, Y13
+	VPXOR        Y13, Y11, Y11
+	VMOVDQU      128(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VMOVDQU      -224(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ   $0x00, 992(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 992(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VPCLMULQDQ   $0x01, 992(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 992(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      192(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VMOVDQU      -192(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ   $0x00, 1024(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1024(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VPCLMULQDQ   $0x01, 1024(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1024(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      -160(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VMOVDQU      256(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x00, 1056(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1056(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VPCLMULQDQ   $0x01, 1056(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1056(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      -128(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VMOVDQU      320(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x00, 1088(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1088(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VPCLMULQDQ   $0x01, 1088(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1088(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      -96(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VMOVDQU      384(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x00, 1120(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1120(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VPCLMULQDQ   $0x01, 1120(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1120(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      -64(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ   $0x00, 1152(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1152(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VMOVDQU      448(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x01, 1152(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1152(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      -32(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ   $0x00, 1184(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1184(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VMOVDQU      512(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x01, 1184(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1184(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y10, Y11, Y11
+	VPXOR        Y13, Y11, Y11
+	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y11, Y13
+	VPSHUFD      $0x4e, Y11, Y11
+	VPXOR        Y11, Y12, Y12
+	VPXOR        Y13, Y12, Y12
+	VMOVDQU      576(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y12, X13
+	VPXOR        X13, X12, X13
+	VMOVDQU      Y13, 32(SP)
+	VMOVDQU      32(SP), Y15
+	VPCLMULQDQ   $0x00, (R12), Y15, Y10
+	VPCLMULQDQ   $0x11, (R12), Y15, Y12
+	VPCLMULQDQ   $0x01, (R12), Y15, Y11
+	VPCLMULQDQ   $0x10, (R12), Y15, Y13
+	VPXOR        Y13, Y11, Y11
+	VMOVDQU      640(AX), Y9
+	VAESENCLAST  Y9, Y0, Y0
+	VAESENCLAST  Y9, Y1, Y1
+	VAESENCLAST  Y9, Y2, Y2
+	VAESENCLAST  Y9, Y3, Y3
+	VAESENCLAST  Y9, Y4, Y4
+	VAESENCLAST  Y9, Y5, Y5
+	VAESENCLAST  Y9, Y6, Y6
+	VAESENCLAST  Y9, Y7, Y7
+	CMPQ         CX, $0x20
+	JAE          full_12
+	JMP          partial_10
+
+full_12:
+	VPXOR      (SI), Y0, Y0
+	VMOVDQU    Y0, (DI)
+	VMOVDQA    Y0, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_13
+	VMOVDQA    Y1, Y0
+	JMP        partial_10
+
+full_13:
+	VPXOR      (SI), Y1, Y1
+	VMOVDQU    Y1, (DI)
+	VMOVDQA    Y1, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_14
+	VMOVDQA    Y2, Y0
+	JMP        partial_10
+
+full_14:
+	VPXOR      (SI), Y2, Y2
+	VMOVDQU    Y2, (DI)
+	VMOVDQA    Y2, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_15
+	VMOVDQA    Y3, Y0
+	JMP        partial_10
+
+full_15:
+	VPXOR      (SI), Y3, Y3
+	VMOVDQU    Y3, (DI)
+	VMOVDQA    Y3, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_16
+	VMOVDQA    Y4, Y0
+	JMP        partial_10
+
+full_16:
+	VPXOR      (SI), Y4, Y4
+	VMOVDQU    Y4, (DI)
+	VMOVDQA    Y4, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_17
+	VMOVDQA    Y5, Y0
+	JMP        partial_10
+
+full_17:
+	VPXOR      (SI), Y5, Y5
+	VMOVDQU    Y5, (DI)
+	VMOVDQA    Y5, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_18
+	VMOVDQA    Y6, Y0
+	JMP        partial_10
+
+full_18:
+	VPXOR      (SI), Y6, Y6
+	VMOVDQU    Y6, (DI)
+	VMOVDQA    Y6, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_19
+	VMOVDQA    Y7, Y0
+	JMP        partial_10
+
+full_19:
+	VPXOR      (SI), Y7, Y7
+	VMOVDQU    Y7, (DI)
+	VMOVDQA    Y7, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+
+partial_10:
+	TESTQ   CX, CX
+	JZ      reduce_11
+	VPXOR   Y14, Y14, Y14
+	VMOVDQU Y14, (SP)
+	XORQ    BX, BX
+
+stage_in_20:
+	CMPQ BX, CX
+	JAE  stage_in_done_21
+	MOVB (SI)(BX*1), DL
+	MOVB DL, (SP)(BX*1)
+	INCQ BX
+	JMP  stage_in_20
+
+stage_in_done_21:
+	VMOVDQU (SP), Y15
+	VPXOR   Y15, Y0, Y0
+	VMOVDQU Y0, (SP)
+	XORQ    BX, BX
+
+stage_out_22:
+	CMPQ BX, CX
+	JAE  stage_out_done_23
+	MOVB (SP)(BX*1), DL
+	MOVB DL, (DI)(BX*1)
+	INCQ BX
+	JMP  stage_out_22
+
+stage_out_done_23:
+	LEAQ       aesgcm_tail_mask<>+64(SB), BX
+	SUBQ       CX, BX
+	VPAND      (BX), Y0, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+
+reduce_11:
+	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y10, Y11, Y11
+	VPXOR        Y13, Y11, Y11
+	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y11, Y13
+	VPSHUFD      $0x4e, Y11, Y11
+	VPXOR        Y11, Y12, Y12
+	VPXOR        Y13, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X13
+	VPXOR        X13, X12, X13
+	VMOVDQU      Y13, 32(SP)
+	JMP          final
 
 tail_7:
 	TESTQ CX, CX
@@ -3520,7 +4445,6 @@ tail_7:
 	VPSHUFB     aesgcm_bswap<>+0(SB), Y8, Y7
 	VPADDD      aesgcm_ctr_inc<>+64(SB), Y8, Y8
 	VPXOR       Y9, Y7, Y7
-	VMOVDQU     32(SP), Y15
 	VMOVDQU     64(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -3530,8 +4454,6 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
-	VPCLMULQDQ  $0x00, (R12), Y15, Y10
-	VPCLMULQDQ  $0x11, (R12), Y15, Y12
 	VMOVDQU     128(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -3541,9 +4463,6 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
-	VPCLMULQDQ  $0x01, (R12), Y15, Y11
-	VPCLMULQDQ  $0x10, (R12), Y15, Y13
-	VPXOR       Y13, Y11, Y11
 	VMOVDQU     192(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -3553,6 +4472,7 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VMOVDQU     32(SP), Y15
 	VMOVDQU     256(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -3580,6 +4500,8 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VPCLMULQDQ  $0x00, (R12), Y15, Y10
+	VPCLMULQDQ  $0x11, (R12), Y15, Y12
 	VMOVDQU     448(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -3607,6 +4529,9 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VPCLMULQDQ  $0x01, (R12), Y15, Y11
+	VPCLMULQDQ  $0x10, (R12), Y15, Y13
+	VPXOR       Y13, Y11, Y11
 	VMOVDQU     640(AX), Y9
 	VAESENCLAST Y9, Y0, Y0
 	VAESENCLAST Y9, Y1, Y1
@@ -3617,10 +4542,10 @@ tail_7:
 	VAESENCLAST Y9, Y6, Y6
 	VAESENCLAST Y9, Y7, Y7
 	CMPQ        CX, $0x20
-	JAE         full_11
-	JMP         partial_9
+	JAE         full_26
+	JMP         partial_24
 
-full_11:
+full_26:
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
 	VMOVDQA    Y0, Y15
@@ -3638,11 +4563,11 @@ full_11:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_12
+	JAE        full_27
 	VMOVDQA    Y1, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_12:
+full_27:
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
 	VMOVDQA    Y1, Y15
@@ -3660,11 +4585,11 @@ full_12:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_13
+	JAE        full_28
 	VMOVDQA    Y2, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_13:
+full_28:
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
 	VMOVDQA    Y2, Y15
@@ -3682,11 +4607,11 @@ full_13:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_14
+	JAE        full_29
 	VMOVDQA    Y3, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_14:
+full_29:
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
 	VMOVDQA    Y3, Y15
@@ -3704,11 +4629,11 @@ full_14:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_15
+	JAE        full_30
 	VMOVDQA    Y4, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_15:
+full_30:
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
 	VMOVDQA    Y4, Y15
@@ -3726,11 +4651,11 @@ full_15:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_16
+	JAE        full_31
 	VMOVDQA    Y5, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_16:
+full_31:
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
 	VMOVDQA    Y5, Y15
@@ -3748,11 +4673,11 @@ full_16:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_17
+	JAE        full_32
 	VMOVDQA    Y6, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_17:
+full_32:
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
 	VMOVDQA    Y6, Y15
@@ -3770,11 +4695,11 @@ full_17:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_18
+	JAE        full_33
 	VMOVDQA    Y7, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_18:
+full_33:
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
 	VMOVDQA    Y7, Y15
@@ -3792,36 +4717,36 @@ full_18:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_9:
+partial_24:
 	TESTQ   CX, CX
-	JZ      reduce_10
+	JZ      reduce_25
 	VPXOR   Y14, Y14, Y14
 	VMOVDQU Y14, (SP)
 	XORQ    BX, BX
 
-stage_in_19:
+stage_in_34:
 	CMPQ BX, CX
-	JAE  stage_in_done_20
+	JAE  stage_in_done_35
 	MOVB (SI)(BX*1), DL
 	MOVB DL, (SP)(BX*1)
 	INCQ BX
-	JMP  stage_in_19
+	JMP  stage_in_34
 
-stage_in_done_20:
+stage_in_done_35:
 	VMOVDQU (SP), Y15
 	VPXOR   Y15, Y0, Y0
 	VMOVDQU Y0, (SP)
 	XORQ    BX, BX
 
-stage_out_21:
+stage_out_36:
 	CMPQ BX, CX
-	JAE  stage_out_done_22
+	JAE  stage_out_done_37
 	MOVB (SP)(BX*1), DL
 	MOVB DL, (DI)(BX*1)
 	INCQ BX
-	JMP  stage_out_21
+	JMP  stage_out_36
 
-stage_out_done_22:
+stage_out_done_37:
 	LEAQ       aesgcm_tail_mask<>+64(SB), BX
 	SUBQ       CX, BX
 	VPAND      (BX), Y0, Y15
@@ -3835,7 +4760,7 @@ stage_out_done_22:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_10:
+reduce_25:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -4237,7 +5162,6 @@ tail_7:
 	VPSHUFB     aesgcm_bswap<>+0(SB), Y8, Y7
 	VPADDD      aesgcm_ctr_inc<>+64(SB), Y8, Y8
 	VPXOR       Y9, Y7, Y7
-	VMOVDQU     32(SP), Y15
 	VMOVDQU     64(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -4247,8 +5171,6 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
-	VPCLMULQDQ  $0x00, (R12), Y15, Y10
-	VPCLMULQDQ  $0x11, (R12), Y15, Y12
 	VMOVDQU     128(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -4258,9 +5180,6 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
-	VPCLMULQDQ  $0x01, (R12), Y15, Y11
-	VPCLMULQDQ  $0x10, (R12), Y15, Y13
-	VPXOR       Y13, Y11, Y11
 	VMOVDQU     192(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -4270,6 +5189,7 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VMOVDQU     32(SP), Y15
 	VMOVDQU     256(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -4297,6 +5217,8 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VPCLMULQDQ  $0x00, (R12), Y15, Y10
+	VPCLMULQDQ  $0x11, (R12), Y15, Y12
 	VMOVDQU     448(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -4324,6 +5246,9 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VPCLMULQDQ  $0x01, (R12), Y15, Y11
+	VPCLMULQDQ  $0x10, (R12), Y15, Y13
+	VPXOR       Y13, Y11, Y11
 	VMOVDQU     640(AX), Y9
 	VAESENCLAST Y9, Y0, Y0
 	VAESENCLAST Y9, Y1, Y1
@@ -5130,6 +6055,8 @@ loop_6:
 	JMP          loop_6
 
 hash_last_8:
+	TESTQ        CX, CX
+	JNZ          tail_hash_last_9
 	VMOVDQU      -256(DI), Y15
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
 	VPXOR        32(SP), Y15, Y15
@@ -5219,6 +6146,493 @@ hash_last_8:
 	VEXTRACTI128 $0x01, Y12, X13
 	VPXOR        X13, X12, X13
 	VMOVDQU      Y13, 32(SP)
+	JMP          final
+
+tail_hash_last_9:
+	// The tail: a chunk of key stream, then whole vectors, then a partial one.
+	LEAQ         15(CX), BX
+	ANDQ         $-16, BX
+	MOVQ         $0x00000100, DX
+	SUBQ         BX, DX
+	LEAQ         960(AX)(DX*1), R12
+	VMOVDQU      (AX), Y9
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y0
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y0, Y0
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y1
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y1, Y1
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y2
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y2, Y2
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y3
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y3, Y3
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y4
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y4, Y4
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y5
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y5, Y5
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y6
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y6, Y6
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y7
+	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
+	VPXOR        Y9, Y7, Y7
+	VMOVDQU      64(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VMOVDQU      -256(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VPXOR        32(SP), Y15, Y15
+	VPCLMULQDQ   $0x00, 960(AX), Y15, Y10
+	VPCLMULQDQ   $0x11, 960(AX), Y15, Y12
+	VMOVDQU      128(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x01, 960(AX), Y15, Y11
+	VPCLMULQDQ   $0x10, 960(AX), Y15, Y13
+	VPXOR        Y13, Y11, Y11
+	VMOVDQU      -224(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VMOVDQU      192(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x00, 992(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 992(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VPCLMULQDQ   $0x01, 992(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 992(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      256(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VMOVDQU      -192(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ   $0x00, 1024(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1024(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VPCLMULQDQ   $0x01, 1024(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1024(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      320(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VMOVDQU      -160(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ   $0x00, 1056(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1056(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VMOVDQU      384(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x01, 1056(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1056(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      -128(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VMOVDQU      448(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x00, 1088(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1088(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VPCLMULQDQ   $0x01, 1088(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1088(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      -96(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VMOVDQU      512(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x00, 1120(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1120(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VPCLMULQDQ   $0x01, 1120(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1120(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      576(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VMOVDQU      -64(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ   $0x00, 1152(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1152(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VMOVDQU      640(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x01, 1152(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1152(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VMOVDQU      -32(DI), Y15
+	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ   $0x00, 1184(AX), Y15, Y13
+	VPCLMULQDQ   $0x11, 1184(AX), Y15, Y14
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y14, Y12, Y12
+	VMOVDQU      704(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x01, 1184(AX), Y15, Y13
+	VPCLMULQDQ   $0x10, 1184(AX), Y15, Y14
+	VPXOR        Y13, Y11, Y11
+	VPXOR        Y14, Y11, Y11
+	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y10, Y11, Y11
+	VPXOR        Y13, Y11, Y11
+	VMOVDQU      768(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y11, Y13
+	VPSHUFD      $0x4e, Y11, Y11
+	VPXOR        Y11, Y12, Y12
+	VPXOR        Y13, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X13
+	VPXOR        X13, X12, X13
+	VMOVDQU      Y13, 32(SP)
+	VMOVDQU      832(AX), Y9
+	VAESENC      Y9, Y0, Y0
+	VAESENC      Y9, Y1, Y1
+	VAESENC      Y9, Y2, Y2
+	VAESENC      Y9, Y3, Y3
+	VAESENC      Y9, Y4, Y4
+	VAESENC      Y9, Y5, Y5
+	VAESENC      Y9, Y6, Y6
+	VAESENC      Y9, Y7, Y7
+	VMOVDQU      32(SP), Y15
+	VPCLMULQDQ   $0x00, (R12), Y15, Y10
+	VPCLMULQDQ   $0x11, (R12), Y15, Y12
+	VPCLMULQDQ   $0x01, (R12), Y15, Y11
+	VPCLMULQDQ   $0x10, (R12), Y15, Y13
+	VPXOR        Y13, Y11, Y11
+	VMOVDQU      896(AX), Y9
+	VAESENCLAST  Y9, Y0, Y0
+	VAESENCLAST  Y9, Y1, Y1
+	VAESENCLAST  Y9, Y2, Y2
+	VAESENCLAST  Y9, Y3, Y3
+	VAESENCLAST  Y9, Y4, Y4
+	VAESENCLAST  Y9, Y5, Y5
+	VAESENCLAST  Y9, Y6, Y6
+	VAESENCLAST  Y9, Y7, Y7
+	CMPQ         CX, $0x20
+	JAE          full_12
+	JMP          partial_10
+
+full_12:
+	VPXOR      (SI), Y0, Y0
+	VMOVDQU    Y0, (DI)
+	VMOVDQA    Y0, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_13
+	VMOVDQA    Y1, Y0
+	JMP        partial_10
+
+full_13:
+	VPXOR      (SI), Y1, Y1
+	VMOVDQU    Y1, (DI)
+	VMOVDQA    Y1, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_14
+	VMOVDQA    Y2, Y0
+	JMP        partial_10
+
+full_14:
+	VPXOR      (SI), Y2, Y2
+	VMOVDQU    Y2, (DI)
+	VMOVDQA    Y2, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_15
+	VMOVDQA    Y3, Y0
+	JMP        partial_10
+
+full_15:
+	VPXOR      (SI), Y3, Y3
+	VMOVDQU    Y3, (DI)
+	VMOVDQA    Y3, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_16
+	VMOVDQA    Y4, Y0
+	JMP        partial_10
+
+full_16:
+	VPXOR      (SI), Y4, Y4
+	VMOVDQU    Y4, (DI)
+	VMOVDQA    Y4, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_17
+	VMOVDQA    Y5, Y0
+	JMP        partial_10
+
+full_17:
+	VPXOR      (SI), Y5, Y5
+	VMOVDQU    Y5, (DI)
+	VMOVDQA    Y5, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_18
+	VMOVDQA    Y6, Y0
+	JMP        partial_10
+
+full_18:
+	VPXOR      (SI), Y6, Y6
+	VMOVDQU    Y6, (DI)
+	VMOVDQA    Y6, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+	CMPQ       CX, $0x20
+	JAE        full_19
+	VMOVDQA    Y7, Y0
+	JMP        partial_10
+
+full_19:
+	VPXOR      (SI), Y7, Y7
+	VMOVDQU    Y7, (DI)
+	VMOVDQA    Y7, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+	ADDQ       $0x20, SI
+	ADDQ       $0x20, DI
+	ADDQ       $0x20, R12
+	SUBQ       $0x20, CX
+
+partial_10:
+	TESTQ   CX, CX
+	JZ      reduce_11
+	VPXOR   Y14, Y14, Y14
+	VMOVDQU Y14, (SP)
+	XORQ    BX, BX
+
+stage_in_20:
+	CMPQ BX, CX
+	JAE  stage_in_done_21
+	MOVB (SI)(BX*1), DL
+	MOVB DL, (SP)(BX*1)
+	INCQ BX
+	JMP  stage_in_20
+
+stage_in_done_21:
+	VMOVDQU (SP), Y15
+	VPXOR   Y15, Y0, Y0
+	VMOVDQU Y0, (SP)
+	XORQ    BX, BX
+
+stage_out_22:
+	CMPQ BX, CX
+	JAE  stage_out_done_23
+	MOVB (SP)(BX*1), DL
+	MOVB DL, (DI)(BX*1)
+	INCQ BX
+	JMP  stage_out_22
+
+stage_out_done_23:
+	LEAQ       aesgcm_tail_mask<>+64(SB), BX
+	SUBQ       CX, BX
+	VPAND      (BX), Y0, Y15
+	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
+	VPCLMULQDQ $0x00, (R12), Y15, Y13
+	VPCLMULQDQ $0x11, (R12), Y15, Y14
+	VPXOR      Y13, Y10, Y10
+	VPXOR      Y14, Y12, Y12
+	VPCLMULQDQ $0x01, (R12), Y15, Y13
+	VPCLMULQDQ $0x10, (R12), Y15, Y14
+	VPXOR      Y13, Y11, Y11
+	VPXOR      Y14, Y11, Y11
+
+reduce_11:
+	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y10, Y11, Y11
+	VPXOR        Y13, Y11, Y11
+	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y11, Y13
+	VPSHUFD      $0x4e, Y11, Y11
+	VPXOR        Y11, Y12, Y12
+	VPXOR        Y13, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X13
+	VPXOR        X13, X12, X13
+	VMOVDQU      Y13, 32(SP)
+	JMP          final
 
 tail_7:
 	TESTQ CX, CX
@@ -5255,7 +6669,6 @@ tail_7:
 	VPSHUFB     aesgcm_bswap<>+0(SB), Y8, Y7
 	VPADDD      aesgcm_ctr_inc<>+64(SB), Y8, Y8
 	VPXOR       Y9, Y7, Y7
-	VMOVDQU     32(SP), Y15
 	VMOVDQU     64(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -5265,8 +6678,6 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
-	VPCLMULQDQ  $0x00, (R12), Y15, Y10
-	VPCLMULQDQ  $0x11, (R12), Y15, Y12
 	VMOVDQU     128(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -5276,9 +6687,6 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
-	VPCLMULQDQ  $0x01, (R12), Y15, Y11
-	VPCLMULQDQ  $0x10, (R12), Y15, Y13
-	VPXOR       Y13, Y11, Y11
 	VMOVDQU     192(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -5306,6 +6714,7 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VMOVDQU     32(SP), Y15
 	VMOVDQU     384(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -5342,6 +6751,8 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VPCLMULQDQ  $0x00, (R12), Y15, Y10
+	VPCLMULQDQ  $0x11, (R12), Y15, Y12
 	VMOVDQU     640(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -5378,6 +6789,9 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VPCLMULQDQ  $0x01, (R12), Y15, Y11
+	VPCLMULQDQ  $0x10, (R12), Y15, Y13
+	VPXOR       Y13, Y11, Y11
 	VMOVDQU     896(AX), Y9
 	VAESENCLAST Y9, Y0, Y0
 	VAESENCLAST Y9, Y1, Y1
@@ -5388,10 +6802,10 @@ tail_7:
 	VAESENCLAST Y9, Y6, Y6
 	VAESENCLAST Y9, Y7, Y7
 	CMPQ        CX, $0x20
-	JAE         full_11
-	JMP         partial_9
+	JAE         full_26
+	JMP         partial_24
 
-full_11:
+full_26:
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
 	VMOVDQA    Y0, Y15
@@ -5409,11 +6823,11 @@ full_11:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_12
+	JAE        full_27
 	VMOVDQA    Y1, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_12:
+full_27:
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
 	VMOVDQA    Y1, Y15
@@ -5431,11 +6845,11 @@ full_12:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_13
+	JAE        full_28
 	VMOVDQA    Y2, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_13:
+full_28:
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
 	VMOVDQA    Y2, Y15
@@ -5453,11 +6867,11 @@ full_13:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_14
+	JAE        full_29
 	VMOVDQA    Y3, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_14:
+full_29:
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
 	VMOVDQA    Y3, Y15
@@ -5475,11 +6889,11 @@ full_14:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_15
+	JAE        full_30
 	VMOVDQA    Y4, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_15:
+full_30:
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
 	VMOVDQA    Y4, Y15
@@ -5497,11 +6911,11 @@ full_15:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_16
+	JAE        full_31
 	VMOVDQA    Y5, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_16:
+full_31:
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
 	VMOVDQA    Y5, Y15
@@ -5519,11 +6933,11 @@ full_16:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_17
+	JAE        full_32
 	VMOVDQA    Y6, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_17:
+full_32:
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
 	VMOVDQA    Y6, Y15
@@ -5541,11 +6955,11 @@ full_17:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_18
+	JAE        full_33
 	VMOVDQA    Y7, Y0
-	JMP        partial_9
+	JMP        partial_24
 
-full_18:
+full_33:
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
 	VMOVDQA    Y7, Y15
@@ -5563,36 +6977,36 @@ full_18:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_9:
+partial_24:
 	TESTQ   CX, CX
-	JZ      reduce_10
+	JZ      reduce_25
 	VPXOR   Y14, Y14, Y14
 	VMOVDQU Y14, (SP)
 	XORQ    BX, BX
 
-stage_in_19:
+stage_in_34:
 	CMPQ BX, CX
-	JAE  stage_in_done_20
+	JAE  stage_in_done_35
 	MOVB (SI)(BX*1), DL
 	MOVB DL, (SP)(BX*1)
 	INCQ BX
-	JMP  stage_in_19
+	JMP  stage_in_34
 
-stage_in_done_20:
+stage_in_done_35:
 	VMOVDQU (SP), Y15
 	VPXOR   Y15, Y0, Y0
 	VMOVDQU Y0, (SP)
 	XORQ    BX, BX
 
-stage_out_21:
+stage_out_36:
 	CMPQ BX, CX
-	JAE  stage_out_done_22
+	JAE  stage_out_done_37
 	MOVB (SP)(BX*1), DL
 	MOVB DL, (DI)(BX*1)
 	INCQ BX
-	JMP  stage_out_21
+	JMP  stage_out_36
 
-stage_out_done_22:
+stage_out_done_37:
 	LEAQ       aesgcm_tail_mask<>+64(SB), BX
 	SUBQ       CX, BX
 	VPAND      (BX), Y0, Y15
@@ -5606,7 +7020,7 @@ stage_out_done_22:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_10:
+reduce_25:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -6048,7 +7462,6 @@ tail_7:
 	VPSHUFB     aesgcm_bswap<>+0(SB), Y8, Y7
 	VPADDD      aesgcm_ctr_inc<>+64(SB), Y8, Y8
 	VPXOR       Y9, Y7, Y7
-	VMOVDQU     32(SP), Y15
 	VMOVDQU     64(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -6058,8 +7471,6 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
-	VPCLMULQDQ  $0x00, (R12), Y15, Y10
-	VPCLMULQDQ  $0x11, (R12), Y15, Y12
 	VMOVDQU     128(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -6069,9 +7480,6 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
-	VPCLMULQDQ  $0x01, (R12), Y15, Y11
-	VPCLMULQDQ  $0x10, (R12), Y15, Y13
-	VPXOR       Y13, Y11, Y11
 	VMOVDQU     192(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -6099,6 +7507,7 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VMOVDQU     32(SP), Y15
 	VMOVDQU     384(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -6135,6 +7544,8 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VPCLMULQDQ  $0x00, (R12), Y15, Y10
+	VPCLMULQDQ  $0x11, (R12), Y15, Y12
 	VMOVDQU     640(AX), Y9
 	VAESENC     Y9, Y0, Y0
 	VAESENC     Y9, Y1, Y1
@@ -6171,6 +7582,9 @@ tail_7:
 	VAESENC     Y9, Y5, Y5
 	VAESENC     Y9, Y6, Y6
 	VAESENC     Y9, Y7, Y7
+	VPCLMULQDQ  $0x01, (R12), Y15, Y11
+	VPCLMULQDQ  $0x10, (R12), Y15, Y13
+	VPXOR       Y13, Y11, Y11
 	VMOVDQU     896(AX), Y9
 	VAESENCLAST Y9, Y0, Y0
 	VAESENCLAST Y9, Y1, Y1

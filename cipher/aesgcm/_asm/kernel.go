@@ -281,7 +281,15 @@ func (k *kernel) body() {
 		SUBQ(U32(chunk), gN)
 		JMP(LabelRef(loop))
 		Label(last)
+		// The last chunk's GHASH runs during the tail's AES, if there is a tail.
+		withTail := k.newLabel("tail_hash_last")
+		TESTQ(gN, gN)
+		JNZ(LabelRef(withTail))
 		k.emit(k.hashSteps(gDst, -chunk))
+		JMP(LabelRef("final"))
+		Label(withTail)
+		k.tail(k.hashSteps(gDst, -chunk))
+		JMP(LabelRef("final"))
 	} else {
 		Comment("Each chunk of ciphertext is hashed while it is decrypted.")
 		Label(loop)
@@ -295,7 +303,7 @@ func (k *kernel) body() {
 	Label(tail)
 	TESTQ(gN, gN)
 	JZ(LabelRef("final"))
-	k.tail()
+	k.tail(nil)
 
 	Comment("The lengths block, then tag = E(J0) ^ GHASH.")
 	Label("final")
@@ -323,41 +331,23 @@ func (k *kernel) body() {
 // masked (or staged) loads and stores. The nb blocks left (the last one
 // zero-padded) take H^nb..H^1, starting at table entry 16-nb, and are
 // summed unreduced with the accumulator times H^nb; one reduction ends it.
-func (k *kernel) tail() {
+// The pending steps (Seal's GHASH of its last whole chunk) run between the
+// AES rounds, before the accumulator is taken.
+func (k *kernel) tail(pending []func()) {
 	Comment("The tail: a chunk of key stream, then whole vectors, then a partial one.")
 	LEAQ(Mem{Base: gN, Disp: 15}, gT)
 	ANDQ(I32(-16), gT)
 	MOVQ(U32(256), gU)
 	SUBQ(gT, gU)
 	LEAQ(Mem{Base: gKS, Index: gU, Scale: 1, Disp: tblOff}, gH)
-	k.loadKey(0)
-	for _, a := range k.a {
-		VPSHUFB(k.bswap, k.v(k.ctr), k.v(a))
-		VPADDD(k.inc, k.v(k.ctr), k.v(k.ctr))
-		k.xor(k.rk(0), k.v(a), k.v(a))
-	}
 	accv := k.v(k.acc)
+	steps := pending
 	if !k.evex {
 		accv = k.v(k.gh[0])
-		VMOVDQU(k.accMem, accv)
+		steps = append(steps, func() { VMOVDQU(k.accMem, accv) })
 	}
-	steps := k.mulSteps(true, accv, Mem{Base: gH})
-	next := 0
-	for r := 1; r < k.nr; r++ {
-		k.loadKey(r)
-		for _, a := range k.a {
-			VAESENC(k.rk(r), k.v(a), k.v(a))
-		}
-		if next < len(steps) {
-			steps[next]()
-			next++
-		}
-	}
-	k.emit(steps[next:])
-	k.loadKey(k.nr)
-	for _, a := range k.a {
-		VAESENCLAST(k.rk(k.nr), k.v(a), k.v(a))
-	}
+	steps = append(steps, k.mulSteps(true, accv, Mem{Base: gH})...)
+	k.rounds(steps)
 
 	partial, reduce := k.newLabel("partial"), k.newLabel("reduce")
 	gh := k.v(k.gh[0])
@@ -466,6 +456,18 @@ func (k *kernel) storePartial(r VecPhysical, p, n GPPhysical) {
 // chunk encrypts nv vectors of counter blocks, xors them with src into
 // dst and advances both, emitting the GHASH steps between the AES rounds.
 func (k *kernel) chunk(steps []func()) {
+	k.rounds(steps)
+	for j, a := range k.a {
+		k.xor(Mem{Base: gSrc, Disp: j * k.w}, k.v(a), k.v(a))
+		k.store(k.v(a), Mem{Base: gDst, Disp: j * k.w})
+	}
+	ADDQ(U32(k.nv*k.w), gSrc)
+	ADDQ(U32(k.nv*k.w), gDst)
+}
+
+// rounds encrypts the next nv vectors of counter blocks into the AES
+// states, emitting steps spread evenly between the rounds.
+func (k *kernel) rounds(steps []func()) {
 	k.loadKey(0)
 	for _, a := range k.a {
 		VPSHUFB(k.bswap, k.v(k.ctr), k.v(a))
@@ -478,7 +480,6 @@ func (k *kernel) chunk(steps []func()) {
 		for _, a := range k.a {
 			VAESENC(k.rk(r), k.v(a), k.v(a))
 		}
-		// Spread the steps evenly over the rounds.
 		for upto := len(steps) * r / (k.nr - 1); next < upto; next++ {
 			steps[next]()
 		}
@@ -488,12 +489,6 @@ func (k *kernel) chunk(steps []func()) {
 	for _, a := range k.a {
 		VAESENCLAST(k.rk(k.nr), k.v(a), k.v(a))
 	}
-	for j, a := range k.a {
-		k.xor(Mem{Base: gSrc, Disp: j * k.w}, k.v(a), k.v(a))
-		k.store(k.v(a), Mem{Base: gDst, Disp: j * k.w})
-	}
-	ADDQ(U32(k.nv*k.w), gSrc)
-	ADDQ(U32(k.nv*k.w), gDst)
 }
 
 func (k *kernel) emit(steps []func()) {
