@@ -9,11 +9,13 @@
 //
 //   - "vaes512": AVX-512 (F, BW, VL), VAES, VPCLMULQDQ and BMI2. Counter-mode
 //     AES on four ZMM vectors of four blocks each (256 bytes in flight) with
-//     the GHASH of the previous 256 bytes interleaved between the AES rounds,
-//     round keys held in registers, masked loads and stores for the tail.
+//     the GHASH of 256 bytes of ciphertext (Seal: the previous chunk; Open:
+//     the chunk being decrypted) interleaved between the AES rounds, one
+//     reduction per chunk against precomputed powers H^16..H^1, round keys
+//     held in registers, masked loads and stores for the tail.
 //   - "vaes256": AVX2, VAES and VPCLMULQDQ without AVX-512 (or when asked
-//     for, see below): the same structure on YMM vectors (128 bytes in
-//     flight) with VEX encodings only.
+//     for, see below): the same structure on eight YMM vectors with VEX
+//     encodings only, the tail staged through a stack buffer.
 //   - "stdlib": crypto/aes with crypto/cipher's GCM, which is what other
 //     CPUs, other architectures and builds with the purego tag get.
 //
