@@ -91,6 +91,7 @@ func transports() []transportSpec {
 		{"crypto/tls 1.3 + yamux", true, func(ctx context.Context) (server, error) { return startStd(ctx, true, true) }},
 		{"go-libp2p Noise + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "noise", true) }},
 		{"go-libp2p TLS + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "tls", true) }},
+		{"tendril mux over TCP (no crypto)", true, startMuxTCP},
 		{"yamux over TCP (no crypto)", true, func(ctx context.Context) (server, error) { return startStd(ctx, false, true) }},
 		{"crypto/tls 1.3 (no mux)", false, func(ctx context.Context) (server, error) { return startStd(ctx, true, false) }},
 		{"TCP (no crypto, no mux)", false, func(ctx context.Context) (server, error) { return startStd(ctx, false, false) }},

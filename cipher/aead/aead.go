@@ -1,6 +1,15 @@
 // Package aead names the authenticated ciphers tendril negotiates on the wire
-// and builds them from vetted primitives: AES-GCM from crypto/aes and
-// crypto/cipher, ChaCha20-Poly1305 from golang.org/x/crypto/chacha20poly1305.
+// and builds them from vetted primitives: AES-GCM from package
+// [github.com/tendril-p2p/tendril/cipher/aesgcm] (vector AES kernels) or
+// crypto/aes with crypto/cipher, ChaCha20-Poly1305 from
+// golang.org/x/crypto/chacha20poly1305.
+//
+// AES-GCM uses aesgcm's kernels where the CPU has them (amd64 with VAES and
+// VPCLMULQDQ) and crypto/cipher's GCM otherwise and in purego builds;
+// [Implementation] tells which. Setting TENDRIL_AESGCM=stdlib in the
+// environment before start-up switches the kernels off (to measure the
+// stack with the standard library's GCM); TENDRIL_AESGCM=vaes256 keeps them
+// to 256-bit vectors. See package aesgcm.
 //
 // The package owns the wire names, key and nonce sizes, and the preference
 // order for the running CPU ([Preferred]). It does not manage nonces: every
@@ -13,6 +22,7 @@ import (
 	"crypto/cipher"
 	"fmt"
 
+	"github.com/tendril-p2p/tendril/cipher/aesgcm"
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
@@ -118,6 +128,13 @@ func New(s Suite, key []byte) (cipher.AEAD, error) {
 	}
 	switch s {
 	case AES128GCM, AES256GCM:
+		if useVAES {
+			g, err := aesgcm.New(key)
+			if err != nil {
+				return nil, fmt.Errorf("aead: %s: %w", s, err)
+			}
+			return g, nil
+		}
 		block, err := aes.NewCipher(key)
 		if err != nil {
 			return nil, fmt.Errorf("aead: %s: %w", s, err)

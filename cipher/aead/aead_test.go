@@ -2,6 +2,7 @@ package aead
 
 import (
 	"bytes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -9,7 +10,10 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/tendril-p2p/tendril/cipher/aesgcm"
 )
 
 var allSuites = []Suite{AES128GCM, AES256GCM, ChaCha20Poly1305}
@@ -206,7 +210,75 @@ func runWycheproof(t *testing.T, file string, suiteFor func(keyBits int) (Suite,
 	}
 }
 
+// forEachAESPath runs f with the AES suites on aesgcm's kernels (where this
+// CPU has them) and on crypto/cipher.
+func forEachAESPath(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	prev := useVAES
+	defer func() { useVAES = prev }()
+	paths := []bool{false}
+	if aesgcm.Implementation() != "stdlib" {
+		paths = append(paths, true)
+	}
+	for _, v := range paths {
+		useVAES = v
+		t.Run(Implementation(AES128GCM), f)
+	}
+}
+
+func TestImplementation(t *testing.T) {
+	forEachAESPath(t, func(t *testing.T) {
+		for _, s := range []Suite{AES128GCM, AES256GCM} {
+			a, err := New(s, make([]byte, s.KeySize()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			isVAES := strings.HasPrefix(fmt.Sprintf("%T", a), "*aesgcm.")
+			if want := strings.HasPrefix(Implementation(s), "aesgcm/"); isVAES != want {
+				t.Errorf("%v: Implementation says %q but New gave %T", s, Implementation(s), a)
+			}
+		}
+	})
+	if got := Implementation(ChaCha20Poly1305); got != "x/crypto/chacha20poly1305" {
+		t.Errorf("Implementation(ChaCha20Poly1305) = %q", got)
+	}
+	if got := Implementation(0); got != "" {
+		t.Errorf("Implementation(0) = %q, want empty", got)
+	}
+	t.Logf("AES-128-GCM: %s", Implementation(AES128GCM))
+}
+
+// TestAESPathsInteroperate seals on one AES-GCM path and opens on the other.
+func TestAESPathsInteroperate(t *testing.T) {
+	if aesgcm.Implementation() == "stdlib" {
+		t.Skip("no aesgcm kernel on this CPU or build")
+	}
+	prev := useVAES
+	defer func() { useVAES = prev }()
+	for _, s := range []Suite{AES128GCM, AES256GCM} {
+		key := make([]byte, s.KeySize())
+		rand.Read(key)
+		nonce := make([]byte, 12)
+		msg := make([]byte, 5000)
+		rand.Read(msg)
+		useVAES = true
+		fast, _ := New(s, key)
+		useVAES = false
+		std, _ := New(s, key)
+		for _, pair := range [][2]cipher.AEAD{{fast, std}, {std, fast}} {
+			got, err := pair[1].Open(nil, nonce, pair[0].Seal(nil, nonce, msg, []byte("hdr")), []byte("hdr"))
+			if err != nil || !bytes.Equal(got, msg) {
+				t.Fatalf("%v: sealed with %T, opened with %T: %v", s, pair[0], pair[1], err)
+			}
+		}
+	}
+}
+
 func TestWycheproofAESGCM(t *testing.T) {
+	forEachAESPath(t, testWycheproofAESGCM)
+}
+
+func testWycheproofAESGCM(t *testing.T) {
 	runWycheproof(t, "testdata/aes_gcm_test.json", func(bits int) (Suite, bool) {
 		switch bits {
 		case 128:
@@ -226,7 +298,9 @@ func TestWycheproofChaCha20Poly1305(t *testing.T) {
 
 // TestBitFlips flips every bit of the sealed message, the nonce and the
 // additional data in turn; each must make Open fail.
-func TestBitFlips(t *testing.T) {
+func TestBitFlips(t *testing.T) { forEachAESPath(t, testBitFlips) }
+
+func testBitFlips(t *testing.T) {
 	for _, s := range allSuites {
 		key := make([]byte, s.KeySize())
 		rand.Read(key)
@@ -261,7 +335,9 @@ func TestBitFlips(t *testing.T) {
 
 // TestWrongKey checks that a message sealed under one key does not open
 // under another key of any suite.
-func TestWrongKey(t *testing.T) {
+func TestWrongKey(t *testing.T) { forEachAESPath(t, testWrongKey) }
+
+func testWrongKey(t *testing.T) {
 	nonce := make([]byte, 12)
 	for _, s := range allSuites {
 		key := make([]byte, s.KeySize())

@@ -3,8 +3,32 @@ package aead
 import (
 	"runtime"
 
+	"github.com/tendril-p2p/tendril/cipher/aesgcm"
 	"golang.org/x/sys/cpu"
 )
+
+// useVAES selects package aesgcm's vector kernels for the AES suites. It is
+// set once at init (aesgcm has read the CPU's features and TENDRIL_AESGCM);
+// tests flip it to run both paths.
+var useVAES = aesgcm.Implementation() != "stdlib"
+
+// Implementation names the code behind suite s in this process:
+// "aesgcm/vaes512" or "aesgcm/vaes256" for the AES suites on package
+// aesgcm's vector kernels, "crypto/cipher" for the AES suites on the
+// standard library's GCM, "x/crypto/chacha20poly1305" for
+// ChaCha20-Poly1305, and "" for an invalid suite.
+func Implementation(s Suite) string {
+	switch s {
+	case AES128GCM, AES256GCM:
+		if useVAES {
+			return "aesgcm/" + aesgcm.Implementation()
+		}
+		return "crypto/cipher"
+	case ChaCha20Poly1305:
+		return "x/crypto/chacha20poly1305"
+	}
+	return ""
+}
 
 // hasAESHW is read once at init; tests flip it to check both orders.
 var hasAESHW = detectAESHardware()
