@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/tendril-p2p/tendril/mux"
 )
@@ -33,10 +34,17 @@ func TestMaxStreams(t *testing.T) {
 			st.Close()
 		}
 	}()
+	// A protocol with one version is negotiated lazily: a refusal is the first Read's error.
+	refusedAt := func(st net.Conn) bool {
+		st.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err := st.Read(make([]byte, 1))
+		st.SetReadDeadline(time.Time{})
+		return errors.Is(err, mux.ErrStreamReset)
+	}
 	refused := 0
 	for range 12 {
 		st, _, err := sess.OpenStream(context.Background(), "/hold")
-		if err != nil {
+		if err != nil || refusedAt(st) {
 			refused++
 			continue
 		}
@@ -46,7 +54,7 @@ func TestMaxStreams(t *testing.T) {
 		t.Fatalf("server with MaxStreams 4 let %d streams open (%d refused)", len(open), refused)
 	}
 	// The session itself survives the refusals.
-	if _, _, err := sess.OpenStream(context.Background(), "/hold"); err == nil {
+	if st, _, err := sess.OpenStream(context.Background(), "/hold"); err == nil && !refusedAt(st) {
 		t.Fatal("a fifth stream was accepted")
 	}
 	select {

@@ -489,6 +489,9 @@ func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string
 	if closing {
 		return nil, "", ErrSessionClosed
 	}
+	if len(p.Versions) == 1 {
+		return s.openStreamLazy(ctx, p)
+	}
 	st, version, err := s.openStream(ctx, p)
 	if err != nil {
 		return nil, "", err
@@ -496,17 +499,29 @@ func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string
 	return st, version, nil
 }
 
+// openStreamLazy opens a mux stream for a protocol with one version and negotiates it
+// lazily: the request goes with the first data, and a refusal is the first Read's error.
+func (s *Session) openStreamLazy(ctx context.Context, p *Protocol) (net.Conn, string, error) {
+	st, err := s.openMuxStream(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	lc, err := protocol.NegotiateLazy(st, p.Name, p.Versions[0], s.svc.cfg.NegotiationTimeout)
+	if err != nil {
+		st.Reset()
+		return nil, "", fmt.Errorf("tendril: negotiate %s: %w", p.Name, err)
+	}
+	return lc, p.Versions[0], nil
+}
+
 // openStream opens a mux stream and negotiates p on it, within NegotiationTimeout. The
 // session's end needs no watcher here: closing the mux fails the stream's I/O.
 func (s *Session) openStream(ctx context.Context, p *Protocol) (*mux.Stream, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.svc.cfg.NegotiationTimeout)
 	defer cancel()
-	st, err := s.mux.OpenStream(ctx)
+	st, err := s.openMuxStream(ctx, p)
 	if err != nil {
-		if errors.Is(err, mux.ErrTooManyStreams) {
-			s.svc.emitRepeat(s.protoEvent(EventLimitReached, p.Name, "", err), netip.Addr{})
-		}
-		return nil, "", fmt.Errorf("tendril: open %s: %w", p.Name, err)
+		return nil, "", err
 	}
 	version, err := protocol.Negotiate(ctx, st, p.Name, p.Versions)
 	if err != nil {
@@ -516,6 +531,18 @@ func (s *Session) openStream(ctx context.Context, p *Protocol) (*mux.Stream, str
 		return nil, "", err
 	}
 	return st, version, nil
+}
+
+// openMuxStream opens a mux stream for p, reporting a stream limit as an event.
+func (s *Session) openMuxStream(ctx context.Context, p *Protocol) (*mux.Stream, error) {
+	st, err := s.mux.OpenStream(ctx)
+	if err != nil {
+		if errors.Is(err, mux.ErrTooManyStreams) || errors.Is(err, mux.ErrMemoryBudget) {
+			s.svc.emitRepeat(s.protoEvent(EventLimitReached, p.Name, "", err), netip.Addr{})
+		}
+		return nil, fmt.Errorf("tendril: open %s: %w", p.Name, err)
+	}
+	return st, nil
 }
 
 // allows reports whether p may run on this session: on a legacy TEA session (neither
