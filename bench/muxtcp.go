@@ -27,7 +27,6 @@ type muxTCPServer struct {
 // the Service sends its own keepalives.
 func muxConfig() *mux.Config {
 	cfg := mux.DefaultConfig()
-	cfg.MaxStreamWindow = streamWindow
 	cfg.KeepAliveInterval = -1
 	return cfg
 }

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/big"
 	"net"
 	"sync"
@@ -34,12 +33,13 @@ import (
 
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/cipher/aead"
-	"github.com/tendril-p2p/tendril/mux"
 )
 
-// streamWindow is the yamux stream window of every multiplexed transport:
-// tendril's default (mux.DefaultConfig), so that flow control is the same.
-var streamWindow = mux.DefaultConfig().MaxStreamWindow
+// streamWindow is the fixed stream window of the hashicorp/yamux transports: tendril's own
+// fixed window before its mux grew windows with the round trip (hashicorp/yamux cannot; a
+// window as large as the 32 MiB tendril may grow to would be what every stream could be
+// made to hold).
+var streamWindow uint32 = 1 << 20
 
 // A stream is one bidirectional byte stream: a multiplexed stream, or a whole
 // connection for the transports without a multiplexer.
@@ -89,8 +89,8 @@ func transports() []transportSpec {
 		{"tendril AES-128-GCM", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.AES128GCM) }},
 		{"tendril ChaCha20-Poly1305", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.ChaCha20Poly1305) }},
 		{"crypto/tls 1.3 + yamux", true, func(ctx context.Context) (server, error) { return startStd(ctx, true, true) }},
-		{"go-libp2p Noise + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "noise", true) }},
-		{"go-libp2p TLS + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "tls", true) }},
+		{"go-libp2p Noise + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "noise") }},
+		{"go-libp2p TLS + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "tls") }},
 		{"tendril mux over TCP (no crypto)", true, startMuxTCP},
 		{"yamux over TCP (no crypto)", true, func(ctx context.Context) (server, error) { return startStd(ctx, false, true) }},
 		{"crypto/tls 1.3 (no mux)", false, func(ctx context.Context) (server, error) { return startStd(ctx, true, false) }},
@@ -609,11 +609,8 @@ type libp2pServer struct {
 }
 
 // libp2pTransport builds a TCP transport with one security protocol and
-// yamux, as go-libp2p's defaults do. With lowerWindow, the stream window is
-// tendril's (go-libp2p's default is 16 MiB) and incoming streams are not
-// limited, for the loopback comparison; without it, yamux is exactly
-// go-libp2p's default.
-func libp2pTransport(security string, lowerWindow bool) (*tcp.TcpTransport, peer.ID, error) {
+// yamux, exactly as go-libp2p's defaults do (windows grow to 16 MiB).
+func libp2pTransport(security string) (*tcp.TcpTransport, peer.ID, error) {
 	priv, _, err := lpcrypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
 		return nil, "", err
@@ -623,10 +620,6 @@ func libp2pTransport(security string, lowerWindow bool) (*tcp.TcpTransport, peer
 		return nil, "", err
 	}
 	ycfg := *lpyamux.DefaultTransport.Config()
-	if lowerWindow {
-		ycfg.MaxStreamWindowSize = streamWindow
-		ycfg.MaxIncomingStreams = math.MaxUint32
-	}
 	muxers := []upgrader.StreamMuxer{{ID: lpyamux.ID, Muxer: (*lpyamux.Transport)(&ycfg)}}
 	var st sec.SecureTransport
 	switch security {
@@ -652,12 +645,12 @@ func libp2pTransport(security string, lowerWindow bool) (*tcp.TcpTransport, peer
 	return tpt, id, nil
 }
 
-func startLibp2p(_ context.Context, security string, lowerWindow bool) (server, error) {
-	srvTpt, srvID, err := libp2pTransport(security, lowerWindow)
+func startLibp2p(_ context.Context, security string) (server, error) {
+	srvTpt, srvID, err := libp2pTransport(security)
 	if err != nil {
 		return nil, err
 	}
-	cliTpt, _, err := libp2pTransport(security, lowerWindow)
+	cliTpt, _, err := libp2pTransport(security)
 	if err != nil {
 		return nil, err
 	}

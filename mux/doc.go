@@ -1,32 +1,41 @@
-// Package mux multiplexes streams over one connection with yamux
-// (github.com/hashicorp/yamux), adding what tendril needs around it:
+// Package mux multiplexes streams over one connection with the yamux wire protocol (the
+// specification hashicorp/yamux publishes, which libp2p/go-yamux and tentacle's
+// tokio-yamux follow too; interoperability with both Go implementations is tested). The
+// engine is tendril's own, built for what a p2p node on the open internet needs:
 //
-//   - Coalescing. yamux writes a frame's 12-byte header and its body with two
-//     Write calls. Over a secure connection that would be two encrypted frames
-//     per yamux frame. The connection handed to yamux holds a data frame's
-//     header until its body is complete and writes both in one Write, so each
-//     yamux frame becomes exactly one secure frame. A stream's opening (SYN)
-//     and acceptance (ACK) are header-only frames that usually precede that
-//     stream's first data: they wait for the next frame and go out in its
-//     Write, so opening a stream and sending a request is one secure frame,
-//     and so is accepting it and answering. A Read sends a held opening at
-//     once (the peer cannot answer a stream it has not heard of), and a timer
-//     sends whatever is still held after 500 µs. Other header-only frames
-//     (window updates, pings, go-away, close) are written at once. Size the
-//     secure connection's frame limit with MaxFrameSize.
-//   - Limits. At most Config.MaxStreams streams live in a session (inbound and
-//     outbound together) and at most Config.AcceptBacklog inbound streams wait
-//     for AcceptStream. Opening beyond the limit fails locally with
-//     ErrTooManyStreams; an inbound stream beyond either limit is reset at once
-//     (the opener's reads and writes fail with ErrStreamReset), never queued.
-//   - No idle goroutines of its own. Streams the peer opens can be taken with
-//     AcceptStream, or handed to a function with Serve: the frame reader sees
-//     each stream opening before yamux does and starts a goroutine for it then,
-//     so an idle session costs only yamux's receive and send loops.
-//   - Go-shaped API: context on everything that blocks, a Stream that is a
-//     net.Conn with deadlines, errors of this package (no need to import yamux),
-//     log output through log/slog.
+//   - Windows that grow with the path. Every stream starts at the specification's 256 KiB
+//     window; each time the application has read half its window within two measured round
+//     trips (the window, not the reader, was the limit), the window doubles, up to
+//     Config.MaxStreamWindow (32 MiB). One stream moves a window per round trip, so a fixed
+//     window caps throughput on long paths: 1 MiB is 21 MB/s at 50 ms.
+//   - Memory budgets. Every window granted is what the peer may make this side buffer, so
+//     every grant is reserved from a per-session Budget (Config.MaxSessionMemory) and an
+//     optional shared one (Config.Memory) before it is made: a stream the peer opens is
+//     refused with a reset when its initial window does not fit, windows stop growing when
+//     the budget is spent, and the session lives on. A stream's reservation is returned the
+//     moment it ends (closed both ways, reset, refused, or closed locally with Close, which
+//     drops what the peer still sends); no timer keeps anything alive.
+//   - Few, large writes. Data frames are capped at Config.MaxDataFrame (64 KiB) so that
+//     streams interleave, but a writer hands up to 256 KiB of its stream, with the control
+//     frames queued meanwhile in front, to the connection in one Write: over secio that is
+//     one encrypted frame and one system call. Size the secure connection's frame limit
+//     with MaxFrameSize.
+//   - Openings with the first data. A stream is announced by its first frame (its first
+//     data, or its first Read if the peer speaks first), and accepted by the first frame of
+//     the answer (or after 500 µs): opening a stream and sending a request is one frame,
+//     and so is accepting it and answering.
+//   - One goroutine per session, the frame reader. Writers write themselves, one at a time;
+//     control frames queued while nobody writes go out from a goroutine that lives only
+//     while it writes. Streams the peer opens can be taken with AcceptStream, or handed to
+//     a function with Serve, which starts a goroutine per stream only when one arrives.
+//   - Limits for hostile peers: Config.MaxStreams and Config.AcceptBacklog (beyond them a
+//     stream is reset, never queued), a bounded number of queued resets and ping answers,
+//     a write timeout on the connection, and a protocol error (ErrProtocol) for any frame
+//     that breaks the specification, which closes the session.
+//   - Go-shaped API: context on everything that blocks, a Stream that is a net.Conn with
+//     deadlines, errors of this package, log output through log/slog.
 //
-// The package works over any net.Conn and has no dependency on the secure
-// channel below it.
+// The package works over any net.Conn and has no dependency on the secure channel below
+// it. It reads frames with small reads: over a connection that does not buffer (plain TCP)
+// give it a bufio-backed net.Conn.
 package mux
