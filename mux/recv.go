@@ -209,6 +209,7 @@ func (s *Session) incoming(id uint32) (*Stream, error) {
 	}
 	st := newStream(s, id, true, charge)
 	s.streams[id] = st
+	s.holding[st] = struct{}{}
 	handle := s.handle
 	if handle == nil {
 		s.acceptQ = append(s.acceptQ, st)

@@ -34,6 +34,7 @@ type Session struct {
 
 	mu           sync.Mutex
 	streams      map[uint32]*Stream
+	holding      map[*Stream]struct{} // streams holding a reservation, in the table or not
 	nextID       uint32
 	unacked      int           // outbound streams the peer has not acknowledged
 	ackWake      chan struct{} // closed when unacked drops
@@ -81,6 +82,7 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 		log:        log,
 		done:       make(chan struct{}),
 		streams:    make(map[uint32]*Stream),
+		holding:    make(map[*Stream]struct{}),
 		ackWake:    make(chan struct{}),
 		acceptWake: make(chan struct{}, 1),
 	}
@@ -152,6 +154,7 @@ func (s *Session) OpenStream(ctx context.Context) (*Stream, error) {
 	st := newStream(s, s.nextID, false, charge)
 	s.nextID += 2
 	s.streams[st.id] = st
+	s.holding[st] = struct{}{}
 	s.unacked++
 	s.mu.Unlock()
 	return st, nil
@@ -287,9 +290,16 @@ func (s *Session) shutdown(err error) {
 	s.closed = true
 	s.closeErr = err
 	close(s.done)
-	streams := make([]*Stream, 0, len(s.streams))
-	for _, st := range s.streams {
+	// Every stream that holds a reservation: those in the table, and those out of it that
+	// still buffer unread data.
+	streams := make([]*Stream, 0, len(s.holding))
+	for st := range s.holding {
 		streams = append(streams, st)
+	}
+	for _, st := range s.streams {
+		if _, ok := s.holding[st]; !ok {
+			streams = append(streams, st)
+		}
 	}
 	s.acceptQ = nil
 	onClosed := s.onClosed
@@ -320,8 +330,7 @@ func (st *Stream) removeFromClosedLocked() {
 		st.openTimer.Stop()
 	}
 	if st.reserved > 0 {
-		st.s.budget.release(st.reserved)
-		st.reserved = 0
+		st.releaseLocked()
 	}
 }
 

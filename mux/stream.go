@@ -366,9 +366,17 @@ func (st *Stream) remoteResetLocked() {
 // and holds no data.
 func (st *Stream) releaseIfDoneLocked() {
 	if st.removed && st.buf.Len() == 0 && st.reserved > 0 {
-		st.s.budget.release(st.reserved)
-		st.reserved = 0
+		st.releaseLocked()
 	}
+}
+
+// releaseLocked returns the stream's whole reservation to the budget.
+func (st *Stream) releaseLocked() {
+	st.s.budget.release(st.reserved)
+	st.reserved = 0
+	st.s.mu.Lock()
+	delete(st.s.holding, st)
+	st.s.mu.Unlock()
 }
 
 // SetDeadline sets the read and write deadlines.
