@@ -36,6 +36,12 @@ type Config struct {
 	// puts AES-128-GCM first where the CPU has AES instructions, ChaCha20-Poly1305 otherwise.
 	Ciphers []aead.Suite
 
+	// KeyExchanges is the secio key exchanges accepted, in preference order. Nil:
+	// secio.DefaultKeyExchanges(), the post-quantum hybrid X25519MLKEM768 first, then P-256
+	// and X25519. A dialer sends a key share for the first; a listener that prefers another
+	// asks for it, at the cost of one more round trip.
+	KeyExchanges []secio.KeyExchange
+
 	// MaxConnections bounds open sessions plus handshakes in progress, inbound and outbound
 	// together. Default DefaultMaxConnections. Inbound connections beyond it are closed at
 	// once; Dial beyond it returns ErrConnectionLimit.
@@ -130,6 +136,11 @@ func (c *Config) Validate() error {
 	for _, s := range c.Ciphers {
 		if !s.Valid() {
 			return configError("unknown cipher suite %d", s)
+		}
+	}
+	for _, k := range c.KeyExchanges {
+		if !k.Valid() {
+			return configError("unknown key exchange %d", k)
 		}
 	}
 	if c.Mux != nil {
