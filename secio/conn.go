@@ -343,26 +343,6 @@ func (in *inHalf) nextFrame(conn net.Conn) (hdr, body []byte, total int, err err
 	return hdr, body, total, nil
 }
 
-// readRecord reads and opens the next record in place. content aliases the
-// read buffer: the caller uses it, then calls in.settle.
-func (in *inHalf) readRecord(conn net.Conn) (typ byte, content []byte, err error) {
-	hdr, body, total, err := in.nextFrame(conn)
-	if err != nil {
-		return 0, nil, err
-	}
-	nonce, err := in.ctr.next()
-	if err != nil {
-		return 0, nil, err
-	}
-	pt, err := in.aead.Open(body[:0], nonce, body, hdr)
-	if err != nil {
-		return 0, nil, ErrAuthFailed
-	}
-	in.consume(total)
-	n := len(pt) - recordTypeSize
-	return pt[n], pt[:n], nil
-}
-
 // readFrame reads, authenticates and decrypts frames up to the next one
 // that carries data. If its plaintext fits in p it is decrypted straight
 // into p and its length returned; otherwise it is decrypted in place and

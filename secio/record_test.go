@@ -168,15 +168,15 @@ func TestCloseAndTruncation(t *testing.T) {
 		t.Fatalf("cut at a boundary: %q, %v; want ErrTruncated", got, err)
 	}
 	// Cut inside a frame.
-	sa, sb = securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	sc, sd := securePair(t, transports[1], testConfig("a"), testConfig("b"))
 	go func() {
-		sa.out.mu.Lock()
-		f := sealForTest(t, sa, []byte("never whole"))
-		sa.out.mu.Unlock()
-		sa.NetConn().Write(f[:len(f)-3])
-		sa.NetConn().Close()
+		sc.out.mu.Lock()
+		f := sealForTest(t, sc, []byte("never whole"))
+		sc.out.mu.Unlock()
+		sc.NetConn().Write(f[:len(f)-3])
+		sc.NetConn().Close()
 	}()
-	if _, err := io.ReadAll(sb); !errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrTruncated) {
+	if _, err := io.ReadAll(sd); !errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrTruncated) {
 		t.Fatalf("cut inside a frame: %v, want io.ErrUnexpectedEOF", err)
 	}
 }
@@ -216,8 +216,9 @@ func isReset(err error) bool {
 }
 
 // TestPreAuthMemory: 128 strangers each send the largest ClientHello's
-// length prefix and then trickle its body; then 128 others complete a
-// ClientHello and trickle their Auth record. Before anything is
+// length prefix and then trickle its body; 128 send the length prefix of an
+// 8 MiB message; then 128 others complete a ClientHello and trickle their
+// Auth record. Before anything is
 // authenticated a Server holds at most what the handshake needs: the live
 // heap stays well under 64 KiB per connection (the network's own buffers
 // and goroutine stacks aside).
@@ -229,7 +230,7 @@ func TestPreAuthMemory(t *testing.T) {
 		t.Skip("the race detector changes what allocations retain")
 	}
 	const n = 128
-	for _, phase := range []string{"trickled ClientHello", "trickled Auth"} {
+	for _, phase := range []string{"trickled ClientHello", "oversized ClientHello", "trickled Auth"} {
 		t.Run(phase, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -260,10 +261,17 @@ func TestPreAuthMemory(t *testing.T) {
 					accepted <- struct{}{}
 					Server(ctx, s, cfg)
 				}()
-				if phase == "trickled ClientHello" {
+				switch phase {
+				case "trickled ClientHello":
 					// The length prefix of the largest ClientHello and
 					// its first bytes.
 					msg := binary.BigEndian.AppendUint32(nil, MaxHandshakeMessage)
+					c.Write(append(msg, msgClientHello, 0, 2))
+					continue
+				case "oversized ClientHello":
+					// A length prefix the size of a large frame: refused
+					// before anything is allocated for it.
+					msg := binary.BigEndian.AppendUint32(nil, 8<<20)
 					c.Write(append(msg, msgClientHello, 0, 2))
 					continue
 				}
