@@ -316,6 +316,8 @@ func (hs *handshakeState) processServerHello(kex KeyExchange) error {
 	sh := &hs.sh
 	defer hs.done(hs.pending)
 	switch {
+	case sh.version != ProtocolVersion:
+		return hs.fail(step, fmt.Errorf("%w: listener answered with version %d", ErrUnsupportedVersion, sh.version))
 	case sh.kex != kex:
 		return hs.fail(step, fmt.Errorf("%w: listener chose %s, the dialer's share was %s", ErrInvalidMessage, sh.kex, kex))
 	case !contains(hs.cfg.ciphers, sh.suite):

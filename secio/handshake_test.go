@@ -821,3 +821,13 @@ func TestHandshakeLogging(t *testing.T) {
 		t.Fatalf("failure not logged: %s", buf.String())
 	}
 }
+
+// A ServerHello of another version is refused.
+func TestServerHelloVersion(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.KeyExchanges = []KeyExchange{X25519}
+	sh := serverHello{version: 3, maxFrame: 1 << 20, kex: X25519, suite: aead.Preferred()[0], share: x25519Point}
+	if err := fakeListener(t, cfg, appendServerHello(nil, &sh)); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Fatalf("%v, want ErrUnsupportedVersion", err)
+	}
+}
