@@ -37,6 +37,12 @@ type Config struct {
 	// puts AES-128-GCM first where the CPU has AES instructions, ChaCha20-Poly1305 otherwise.
 	Ciphers []aead.Suite
 
+	// KeyExchanges is the secio key exchanges accepted, in preference order. Nil:
+	// secio.DefaultKeyExchanges(), the post-quantum hybrid X25519MLKEM768 first, then P-256
+	// and X25519. A dialer sends a key share for the first; a listener that prefers another
+	// asks for it, at the cost of one more round trip.
+	KeyExchanges []secio.KeyExchange
+
 	// MaxConnections is the session budget that Admission splits by direction when its
 	// MaxInbound and MaxOutbound are zero: a quarter (at least 1) for outbound sessions and
 	// dials in progress, the rest for inbound sessions. Handshakes in progress are not
@@ -165,6 +171,11 @@ func (c *Config) Validate() error {
 	for _, s := range c.Ciphers {
 		if !s.Valid() {
 			return configError("unknown cipher suite %d", s)
+		}
+	}
+	for _, k := range c.KeyExchanges {
+		if !k.Valid() {
+			return configError("unknown key exchange %d", k)
 		}
 	}
 	if c.Mux != nil || c.MaxSessionMemory != 0 {

@@ -68,7 +68,8 @@ func faultCases() []faultCase {
 			case phaseHandshake:
 				f.Record = rec
 			case phaseNegotiation:
-				// Records 0-1 are the handshake (Propose, Confirm); header-only mux frames
+				// Records 0-1 each way are the handshake (ClientHello then DialerAuth up,
+				// ServerHello then ListenerAuth down); header-only mux frames
 				// (stream open, window updates, pings) have a 28-byte body, the negotiation
 				// message more.
 				f.Record, f.MinLen = 2, mux.FrameHeaderSize+16+1
@@ -93,13 +94,15 @@ func faultCases() []faultCase {
 	return []faultCase{
 		// A bit flipped in a length prefix: an oversize handshake message or frame.
 		{"flip-length", at(faultnet.FlipBit, 0, 0, 7), split(invalid, []error{secio.ErrFrameTooLarge})},
-		// A bit flipped in a body: the Confirm (AEAD) in the handshake, ciphertext later.
+		// A bit flipped in a body: an Auth record (AEAD) in the handshake, ciphertext later.
 		{"flip-body", at(faultnet.FlipBit, 1, 10, 0), same(secio.ErrAuthFailed)},
 		{"truncate", at(faultnet.Truncate, 1, 6, 0), same(io.ErrUnexpectedEOF)},
-		// A duplicated Propose is read where the Confirm is due (two-flight handshake) and
-		// does not open.
-		{"duplicate", at(faultnet.Duplicate, 0, 0, 0), same(secio.ErrAuthFailed)},
-		{"drop", at(faultnet.Drop, 0, 0, 0), split(invalid, auth)},
+		// A duplicated hello is read where the Auth record is due: too long for one.
+		{"duplicate", at(faultnet.Duplicate, 0, 0, 0), split(invalid, auth)},
+		// A dropped ServerHello makes the dialer read the ListenerAuth as one; a dropped
+		// ClientHello leaves the listener waiting (the dialer speaks again only after an
+		// answer): its hello timeout ends it.
+		{"drop", at(faultnet.Drop, 0, 0, 0), split([]error{secio.ErrInvalidMessage, secio.ErrHandshakeTimeout}, auth)},
 		{"reset", at(faultnet.Reset, 1, 0, 0), same(errReset...)},
 		{"delay", at(faultnet.Delay, 1, 0, 0), same()},
 		{"split", at(faultnet.Split, 0, 0, 0), same()},

@@ -125,6 +125,7 @@ func New(cfg Config) (*Service, error) {
 	s.secioCfg = secio.Config{
 		PrivateKey:       key,
 		Ciphers:          cfg.Ciphers,
+		KeyExchanges:     cfg.KeyExchanges,
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		MaxFrameSize:     cfg.MaxFrameSize,
 		Logger:           cfg.Logger,

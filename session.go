@@ -226,6 +226,13 @@ func (s *Session) shutdown(ctx context.Context) {
 	}
 	select {
 	case <-s.idle:
+		if !s.svc.cfg.ResetOnClose {
+			// Every stream ended in order: close the secio connection itself, which sends its
+			// close record, so that the peer reads a clean end rather than a truncation
+			// (s.end's mux.Abort drops what is unsent, the close record included).
+			s.cancel()
+			_ = s.conn.Close()
+		}
 	case <-ctx.Done():
 	case <-s.done:
 	}

@@ -96,14 +96,14 @@ func rawPair(tb testing.TB, x, y net.Conn, s aead.Suite) (*Conn, *Conn) {
 	mk := func(c net.Conn, out, in []byte) *Conn {
 		sc := newConn(c)
 		var err error
-		if sc.out.aead, err = aead.New(s, out); err != nil {
+		if err = sc.out.setKey(s, out); err != nil {
 			tb.Fatal(err)
 		}
-		if sc.in.aead, err = aead.New(s, in); err != nil {
+		if err = sc.in.setKey(s, in); err != nil {
 			tb.Fatal(err)
 		}
 		sc.out.maxLen = DefaultMaxFrameSize
-		sc.in.maxLen = DefaultMaxFrameSize + 16
+		sc.in.maxLen = DefaultMaxFrameSize + recordTypeSize + 16
 		sc.suite = s
 		sc.secure = true
 		return sc

@@ -1,7 +1,6 @@
 package secio
 
 import (
-	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -103,11 +102,10 @@ func (c *counter) next() ([]byte, error) {
 // (buffered input or plaintext not yet returned by Read); settle gives it
 // back, moving a short unread tail into small first.
 type inHalf struct {
-	mu     sync.Mutex
-	aead   cipher.AEAD // nil in legacy mode
-	tea    *tea.Cipher // nil in secure mode
-	ctr    counter
-	maxLen int // largest frame body (after the length prefix) accepted
+	mu        sync.Mutex
+	recordKey             // aead is nil in legacy mode
+	tea       *tea.Cipher // nil in secure mode
+	maxLen    int         // largest frame body (after the length prefix) accepted
 
 	buf    []byte  // raw bytes from the connection; buf[r:w] is unread
 	r, w   int     //
@@ -120,12 +118,15 @@ type inHalf struct {
 
 // outHalf is the write direction. It keeps no buffer between frames.
 type outHalf struct {
-	mu     sync.Mutex
-	aead   cipher.AEAD
+	mu sync.Mutex
+	recordKey
 	tea    *tea.Cipher
-	ctr    counter
 	maxLen int   // largest plaintext per frame
 	err    error // sticky
+	// sealed counts the blocks sealed under the current key (see
+	// recordBlocks); at updateAt (0 means keyUpdateBlocks) the next frame
+	// is preceded by a key update.
+	sealed, updateAt uint64
 	// wb is made at the first large frame (see writeBehind); deadline
 	// is the user's write deadline (Unix nanoseconds, 0 for none), which
 	// bounds Close's wait for it.
@@ -312,59 +313,105 @@ func (in *inHalf) setErr(err error) error {
 	return err
 }
 
-// readFrame reads, authenticates and decrypts one frame. If the plaintext
-// fits in p it is decrypted straight into p and its length returned;
-// otherwise it is decrypted in place and left in in.plain (n = 0).
-func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
+// nextFrame makes the next whole frame available in the buffer and
+// returns its length prefix and body (aliasing in.buf) and its total
+// length. In secure mode a connection that ends where a frame would start
+// is ErrTruncated: only a close record ends the stream cleanly.
+func (in *inHalf) nextFrame(conn net.Conn) (hdr, body []byte, total int, err error) {
 	if err := in.fill(conn, frameHeaderSize, false); err != nil {
-		return 0, err
+		if err == io.EOF && in.tea == nil {
+			err = ErrTruncated
+		}
+		return nil, nil, 0, err
 	}
-	hdr := in.buf[in.r : in.r+frameHeaderSize]
-	length := binary.BigEndian.Uint32(hdr)
+	length := binary.BigEndian.Uint32(in.buf[in.r:])
 	if length > uint32(in.maxLen) {
-		return 0, fmt.Errorf("%w: length prefix %d, limit %d", ErrFrameTooLarge, length, in.maxLen)
+		return nil, nil, 0, fmt.Errorf("%w: length prefix %d, limit %d", ErrFrameTooLarge, length, in.maxLen)
 	}
-	total := frameHeaderSize + int(length)
+	total = frameHeaderSize + int(length)
 	if err := in.fill(conn, total, total >= exactReadThreshold); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return 0, err
+		return nil, nil, 0, err
 	}
 	hdr = in.buf[in.r : in.r+frameHeaderSize]
-	body := in.buf[in.r+frameHeaderSize : in.r+total]
-	if in.tea != nil {
-		return in.openTEA(p, body, total)
+	body = in.buf[in.r+frameHeaderSize : in.r+total]
+	if in.tea == nil && len(body) < in.aead.Overhead()+recordTypeSize {
+		return nil, nil, 0, fmt.Errorf("%w: %d bytes, shorter than the tag and record type", ErrInvalidFrame, len(body))
 	}
-	if len(body) < in.aead.Overhead() {
-		return 0, fmt.Errorf("%w: %d bytes, shorter than the tag", ErrInvalidFrame, len(body))
+	return hdr, body, total, nil
+}
+
+// readFrame reads, authenticates and decrypts frames up to the next one
+// that carries data. If its plaintext fits in p it is decrypted straight
+// into p and its length returned; otherwise it is decrypted in place and
+// left in in.plain (n = 0). A key update record moves to the peer's next
+// key; a close record returns io.EOF.
+func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
+	if in.tea != nil {
+		_, body, total, err := in.nextFrame(conn)
+		if err != nil {
+			return 0, err
+		}
+		return in.openTEA(body, total)
+	}
+	hdr, body, total, err := in.nextFrame(conn)
+	if err != nil {
+		return 0, err
 	}
 	nonce, err := in.ctr.next()
 	if err != nil {
 		return 0, err
 	}
-	if plainLen := len(body) - in.aead.Overhead(); plainLen <= len(p) && plainLen > 0 {
+	var typ byte
+	n := len(body) - in.aead.Overhead() - recordTypeSize
+	if n > 0 && n < len(p) {
+		// The record type lands in p[n], scratch space beyond the data.
 		if _, err := in.aead.Open(p[:0], nonce, body, hdr); err != nil {
 			return 0, ErrAuthFailed
 		}
 		in.consume(total)
 		in.settle()
-		return plainLen, nil
+		if typ = p[n]; typ == recordData {
+			return n, nil
+		}
+	} else {
+		pt, err := in.aead.Open(body[:0], nonce, body, hdr)
+		if err != nil {
+			return 0, ErrAuthFailed
+		}
+		in.consume(total)
+		if typ = pt[n]; typ == recordData {
+			// The plaintext stays in the buffer until Read has returned
+			// all of it; the buffer is not refilled or given back before
+			// then.
+			in.plain = pt[:n]
+			in.settle()
+			return 0, nil
+		}
+		in.settle()
 	}
-	pt, err := in.aead.Open(body[:0], nonce, body, hdr)
-	if err != nil {
-		return 0, ErrAuthFailed
+	return 0, in.control(typ, n)
+}
+
+// control acts on a record that is not data, whose content has n bytes.
+func (in *inHalf) control(typ byte, n int) error {
+	switch typ {
+	case recordKeyUpdate, recordClose:
+		if n != 0 {
+			return fmt.Errorf("%w: record type 0x%02x with %d bytes of content", ErrInvalidFrame, typ, n)
+		}
+		if typ == recordClose {
+			return io.EOF
+		}
+		return in.update()
 	}
-	// The plaintext stays in the buffer until Read has returned all of it;
-	// the buffer is not refilled or given back before then.
-	in.plain = pt
-	in.consume(total)
-	in.settle()
-	return 0, nil
+	return fmt.Errorf("%w: record type 0x%02x", ErrInvalidFrame, typ)
 }
 
 // openTEA decrypts a legacy frame body.
-func (in *inHalf) openTEA(p, body []byte, total int) (int, error) {
+func (in *inHalf) openTEA(body []byte, total int) (int, error) {
 	if len(body) < tea.CiphertextLen(0) || len(body)%8 != 0 {
 		return 0, fmt.Errorf("%w: TEA ciphertext of %d bytes", ErrInvalidFrame, len(body))
 	}
@@ -404,7 +451,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 			}
 			if errors.Is(err, ErrAuthFailed) || errors.Is(err, ErrFrameTooLarge) ||
 				errors.Is(err, ErrInvalidFrame) || errors.Is(err, ErrNonceExhausted) {
-				c.Close()
+				c.close(false)
 			}
 			return 0, in.setErr(err)
 		}
@@ -454,77 +501,116 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// writeFrame seals one frame into a pooled buffer and writes it with one
-// call on conn, or queues it for the write-behind goroutine: a large frame,
-// or any frame while others are queued (the wire order is the sealing
-// order).
+// writeFrame seals one data frame into a pooled buffer and sends it,
+// preceded by a key update record when the current key has sealed its
+// share of blocks.
 func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
+	if out.tea == nil {
+		limit := out.updateAt
+		if limit == 0 {
+			limit = keyUpdateBlocks
+		}
+		if out.sealed >= limit {
+			frame, err := out.sealRecord(nil, recordKeyUpdate)
+			if err != nil {
+				return err
+			}
+			if err := out.send(conn, frame, false); err != nil {
+				return err
+			}
+			if err := out.update(); err != nil {
+				return err
+			}
+			out.sealed = 0
+		}
+	}
+	frame, err := out.sealRecord(chunk, recordData)
+	if err != nil {
+		return err
+	}
+	return out.send(conn, frame, len(chunk) >= writeBehindMin)
+}
+
+// send writes a sealed frame with one call on conn, or queues it for the
+// write-behind goroutine: a large frame, or any frame while others are
+// queued (the wire order is the sealing order). It owns frame.
+func (out *outHalf) send(conn net.Conn, frame *[]byte, large bool) error {
 	wb := out.wb.Load()
 	queued := false
 	if wb != nil {
 		var err error
 		if queued, err = wb.active(); err != nil {
+			putBuffer(frame)
 			return err
 		}
 	}
-	frame, err := out.sealFrame(chunk)
-	if err != nil {
-		return err
-	}
-	if queued || len(chunk) >= writeBehindMin {
+	if queued || large {
 		if wb == nil {
 			wb = newWriteBehind(conn)
 			out.wb.Store(wb)
 		}
 		return wb.push(frame)
 	}
-	_, err = conn.Write(*frame)
+	_, err := conn.Write(*frame)
 	putBuffer(frame)
 	return err
 }
 
-// sealFrame returns the next frame for chunk, length prefix included, in a
-// pooled buffer (sliced to the frame) that the caller gives back with
-// putBuffer once it is written.
-func (out *outHalf) sealFrame(chunk []byte) (*[]byte, error) {
-	var bodyLen int
+// sealRecord returns the next frame for chunk, length prefix included, in
+// a pooled buffer (sliced to the frame) that the caller gives back with
+// putBuffer once it is written. In secure mode the plaintext is chunk
+// followed by the record type typ; legacy TEA frames have no type.
+func (out *outHalf) sealRecord(chunk []byte, typ byte) (*[]byte, error) {
 	if out.tea != nil {
-		bodyLen = tea.CiphertextLen(len(chunk))
-	} else {
-		bodyLen = len(chunk) + out.aead.Overhead()
-	}
-	total := frameHeaderSize + bodyLen
-	var nonce []byte
-	if out.tea == nil {
-		var err error
-		if nonce, err = out.ctr.next(); err != nil {
-			return nil, err
-		}
-	}
-	pooled := getBuffer(total)
-	*pooled = (*pooled)[:total]
-	frame := *pooled
-	binary.BigEndian.PutUint32(frame, uint32(bodyLen))
-	if out.tea != nil {
+		bodyLen := tea.CiphertextLen(len(chunk))
+		pooled := getBuffer(frameHeaderSize + bodyLen)
+		frame := (*pooled)[:frameHeaderSize+bodyLen]
+		*pooled = frame
+		binary.BigEndian.PutUint32(frame, uint32(bodyLen))
 		out.tea.Encrypt(frame[frameHeaderSize:frameHeaderSize], chunk)
-	} else {
-		out.aead.Seal(frame[frameHeaderSize:frameHeaderSize], nonce, chunk, frame[:frameHeaderSize])
+		return pooled, nil
 	}
+	nonce, err := out.ctr.next()
+	if err != nil {
+		return nil, err
+	}
+	ptLen := len(chunk) + recordTypeSize
+	bodyLen := ptLen + out.aead.Overhead()
+	pooled := getBuffer(frameHeaderSize + bodyLen)
+	frame := (*pooled)[:frameHeaderSize+bodyLen]
+	*pooled = frame
+	binary.BigEndian.PutUint32(frame, uint32(bodyLen))
+	// Sealed in place (the plaintext copied into the frame first), as
+	// crypto/tls does: cipher.AEAD takes one contiguous plaintext.
+	pt := frame[frameHeaderSize : frameHeaderSize+ptLen]
+	copy(pt, chunk)
+	pt[len(chunk)] = typ
+	out.aead.Seal(pt[:0], nonce, pt, frame[:frameHeaderSize])
+	out.sealed += recordBlocks(ptLen)
 	return pooled, nil
 }
 
-// Close writes out frames still queued behind a Write (see Write), then
-// closes the underlying connection and returns its error. It is safe
-// to call more than once and from any goroutine; calls after the first
-// return nil. Blocked Reads and Writes return an error wrapping
-// net.ErrClosed.
-func (c *Conn) Close() error {
+// Close writes out frames still queued behind a Write (see Write), sends
+// a close record, so that the peer reads io.EOF rather than ErrTruncated,
+// then closes the underlying connection and returns its error. The close
+// record is left out when a Write is in progress or has failed, and its
+// write is bounded by 1 s or an earlier write deadline. Close is safe to call more
+// than once and from any goroutine; calls after the first return nil.
+// Blocked Reads and Writes return an error wrapping net.ErrClosed.
+func (c *Conn) Close() error { return c.close(true) }
+
+// close closes c, first sending a close record if notify is set; a Conn
+// that failed on hostile input closes without one.
+func (c *Conn) close(notify bool) error {
 	first := false
 	c.closeOnce.Do(func() {
 		first = true
 		c.closed.Store(true)
 		if wb := c.out.wb.Load(); wb != nil {
 			wb.drain(c.out.deadline.Load())
+		}
+		if notify && c.secure {
+			c.sendClose()
 		}
 		c.closeErr = c.conn.Close()
 		// Give back a buffer holding part of a frame, unless a Read is
@@ -538,6 +624,42 @@ func (c *Conn) Close() error {
 		return c.closeErr
 	}
 	return nil
+}
+
+// closeNotifyTimeout bounds the write of the close record. A socket takes
+// the small record at once unless its send buffer is full, which means the
+// peer stopped reading; then it will see ErrTruncated, rightly, since it
+// did not receive everything. Tests shorten it, as most of them close
+// net.Pipe ends whose peer does not read.
+var closeNotifyTimeout = time.Second
+
+// sendClose writes a close record unless a Write holds the write side, a
+// write has failed, or frames are still queued after drain.
+func (c *Conn) sendClose() {
+	out := &c.out
+	if !out.mu.TryLock() {
+		return
+	}
+	defer out.mu.Unlock()
+	if out.err != nil {
+		return
+	}
+	if wb := out.wb.Load(); wb != nil {
+		if queued, err := wb.active(); queued || err != nil {
+			return
+		}
+	}
+	frame, err := out.sealRecord(nil, recordClose)
+	if err != nil {
+		return
+	}
+	limit := time.Now().Add(closeNotifyTimeout)
+	if d := out.deadline.Load(); d != 0 && d < limit.UnixNano() {
+		limit = time.Unix(0, d)
+	}
+	_ = c.conn.SetWriteDeadline(limit)
+	_, _ = c.conn.Write(*frame)
+	putBuffer(frame)
 }
 
 // LocalAddr returns the underlying connection's local address.

@@ -3,6 +3,7 @@ package secio
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -212,6 +213,12 @@ func TestConcurrentReadWrite(t *testing.T) {
 
 func TestCloseIdempotentAndErrors(t *testing.T) {
 	sa, sb := securePair(t, transports[0], testConfig("a"), testConfig("b"))
+	// The peer reads the close record: a clean EOF.
+	peer := make(chan error, 1)
+	go func() {
+		_, err := sb.Read(make([]byte, 1))
+		peer <- err
+	}()
 	if err := sa.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -224,8 +231,7 @@ func TestCloseIdempotentAndErrors(t *testing.T) {
 	if _, err := sa.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Read after Close: %v", err)
 	}
-	// The peer sees a clean EOF at a frame boundary.
-	if _, err := sb.Read(make([]byte, 1)); err != io.EOF {
+	if err := <-peer; err != io.EOF {
 		t.Fatalf("peer Read: %v, want io.EOF", err)
 	}
 }
@@ -255,18 +261,22 @@ func TestReadDeadlineRecoverable(t *testing.T) {
 	}
 }
 
-// sealForTest builds the next frame c would send for p, advancing c's
-// counter (the caller holds c.out.mu).
+// sealForTest builds the next data frame c would send for p, advancing
+// c's counter (the caller holds c.out.mu).
 func sealForTest(t testing.TB, c *Conn, p []byte) []byte {
+	return sealTypeForTest(t, c, p, recordData)
+}
+
+// sealTypeForTest builds the next frame of record type typ.
+func sealTypeForTest(t testing.TB, c *Conn, p []byte, typ byte) []byte {
 	t.Helper()
 	nonce, err := c.out.ctr.next()
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := make([]byte, 4, 4+len(p)+16)
-	f[3] = byte(len(p) + 16)
-	f[2] = byte((len(p) + 16) >> 8)
-	return c.out.aead.Seal(f, nonce, p, f[:4])
+	pt := append(bytes.Clone(p), typ)
+	f := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(pt)+16), uint32(len(pt)+16))
+	return c.out.aead.Seal(f, nonce, pt, f[:4])
 }
 
 func TestNonceCounter(t *testing.T) {
@@ -323,7 +333,7 @@ func TestNonceExhaustedEndsConn(t *testing.T) {
 
 func TestFlippedBitInDataFrame(t *testing.T) {
 	const msg = "attack at dawn, bring coffee"
-	frameLen := 4 + len(msg) + 16
+	frameLen := 4 + len(msg) + 1 + 16
 	for off := range frameLen {
 		for _, bit := range []byte{0x01, 0x80} {
 			sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
@@ -372,7 +382,7 @@ func (c *readSizeConn) max() int {
 }
 
 func TestOversizeLengthPrefix(t *testing.T) {
-	for _, prefix := range [][]byte{{0, 0, 0x08, 0x11}, {0xff, 0xff, 0xff, 0xff}} {
+	for _, prefix := range [][]byte{{0, 0, 0x08, 0x12}, {0xff, 0xff, 0xff, 0xff}} {
 		a, b := tcpPair(t)
 		rb := &readSizeConn{Conn: b}
 		cfgB := testConfig("b")
@@ -381,7 +391,10 @@ func TestOversizeLengthPrefix(t *testing.T) {
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
-		// 2048+16 is accepted, one more is not; no buffer is borrowed for
+		rb.mu.Lock()
+		rb.maxRead = 0 // the handshake's hellos do not fit the small array
+		rb.mu.Unlock()
+		// 2048+17 (the record type and tag) is accepted, one more is not; no buffer is borrowed for
 		// it: every read went into the Conn's own small array.
 		sa.NetConn().Write(prefix)
 		_, err := sb.Read(make([]byte, 10))
@@ -535,7 +548,7 @@ func TestBufferClasses(t *testing.T) {
 			t.Fatalf("bufferClass(%d) = %d (%d bytes)", n, c, classSize(c))
 		}
 	}
-	largest := max(MaxFrameSizeLimit+maxOverhead, tea.CiphertextLen(MaxFrameSizeLimit)) + frameHeaderSize
+	largest := max(MaxFrameSizeLimit+recordTypeSize+16, tea.CiphertextLen(MaxFrameSizeLimit)) + frameHeaderSize
 	if classSize(numClasses-1) < largest {
 		t.Fatalf("largest class %d bytes, a frame may need %d", classSize(numClasses-1), largest)
 	}

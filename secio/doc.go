@@ -1,5 +1,6 @@
 // Package secio secures tendril connections: Ed25519 identities, BLAKE3
-// peer IDs, a secio-style handshake, and an AEAD-framed net.Conn.
+// peer IDs, a post-quantum handshake that hides both identities, and an
+// AEAD record layer as a net.Conn.
 //
 // # Identities
 //
@@ -9,27 +10,31 @@
 //
 // # Handshake
 //
-// [Client] and [Server] run the same symmetric handshake (only the dialling
-// differs): each side sends a Propose (nonce, identity key, key exchanges
-// and ciphers in preference order, maximum frame size, version, and a key
-// share: an ephemeral X25519 or P-256 key for its most preferred exchange),
-// then, encrypted, a Confirm that echoes the peer's nonce and signs the
-// transcript hash, which binds both Proposes as sent. That is two flights;
-// when the two shares are not for the negotiated exchange (different
-// preferences, or a peer sending none), an Exchange flight with the
-// ephemeral keys comes in between and the transcript binds it too. The side whose
-// BLAKE3(remote key || local nonce) is larger has its preference order
-// honoured. Keys come from BLAKE3 in derive-key mode over the transcript
-// hash and the ECDH secret, one per direction. The wire format is specified
-// byte by byte in docs/secio.md.
+// [Client] (the dialer) and [Server] (the listener) run a three-flight
+// handshake shaped as Noise XX and TLS 1.3. The dialer sends a ClientHello
+// with a key share for its first key exchange: by default the
+// post-quantum hybrid [X25519MLKEM768] (an ML-KEM-768 encapsulation key and
+// an X25519 key). The listener answers with a ServerHello (its share: an
+// ML-KEM ciphertext and its X25519 key) and, encrypted under keys from the
+// combined secret and the transcript, its identity and a signature over the
+// transcript and its role. The dialer checks that identity
+// (Config.ExpectedPeer included) before it sends, encrypted, its own, and
+// returns at once, so that its first data follows in the same round trip.
+// No identity key or peer ID is ever sent in clear. A listener that wants
+// another key exchange asks for it once (a HelloRetryRequest). Keys come
+// from BLAKE3 in derive-key mode, one per direction and purpose. The wire
+// format is specified byte by byte in docs/secio.md.
 //
-// # Frames
+// # Records
 //
-// After the handshake every frame is a 4-byte big-endian length, then the
-// AEAD ciphertext and tag; the length prefix is the additional data and the
-// nonce is a 96-bit per-direction counter. One Write of at most the
-// negotiated frame size is one frame and one write on the underlying
-// connection.
+// Every encrypted frame is a 4-byte big-endian length, then the AEAD
+// ciphertext of its content followed by a record type (data, key update,
+// close), and the tag; the length prefix is the additional data and the
+// nonce is a 96-bit per-direction counter that restarts with each key. One
+// Write of at most the negotiated frame size is one record and one write on
+// the underlying connection. Each direction moves to its next key after
+// 2^32 AES blocks, announced by a key update record. Close sends a close
+// record; a connection that ends without one reads as [ErrTruncated].
 //
 // # Legacy TEA
 //

@@ -3,6 +3,7 @@ package secio
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 
@@ -24,21 +25,17 @@ var (
 	ErrInvalidPeerID = errors.New("secio: invalid peer ID")
 
 	// ErrSelfDial reports a handshake with a peer holding the local identity
-	// key: the node dialled itself (or its Propose was reflected back).
+	// key: the node dialled itself.
 	ErrSelfDial = errors.New("secio: dialled self")
 
-	// ErrNoCommonSuite reports that the two Proposes share no key exchange
-	// or no cipher suite; the error returned is a *NoCommonSuiteError.
+	// ErrNoCommonSuite reports that the two sides share no key exchange or
+	// no cipher suite; the error returned is a *NoCommonSuiteError.
 	ErrNoCommonSuite = errors.New("secio: no common suite")
 
 	// ErrPeerIDMismatch reports that the remote identity is not
-	// Config.ExpectedPeer. It is checked as soon as the remote Propose
-	// arrives, before any key exchange work.
+	// Config.ExpectedPeer. A Client checks it as soon as it has decrypted
+	// the listener's identity, before revealing its own.
 	ErrPeerIDMismatch = errors.New("secio: peer ID mismatch")
-
-	// ErrNonceMismatch reports a key-confirmation message that does not echo
-	// the nonce this side sent in its Propose.
-	ErrNonceMismatch = errors.New("secio: nonce mismatch")
 
 	// ErrAuthFailed reports a frame that failed AEAD authentication. Nothing
 	// of that frame is delivered and the connection is closed.
@@ -49,7 +46,8 @@ var (
 	ErrFrameTooLarge = errors.New("secio: frame too large")
 
 	// ErrInvalidFrame reports a frame that is malformed (shorter than the
-	// AEAD tag, or a legacy TEA ciphertext that does not decode).
+	// AEAD tag and record type, an unknown record type, a control record
+	// with content, or a legacy TEA ciphertext that does not decode).
 	ErrInvalidFrame = errors.New("secio: invalid frame")
 
 	// ErrHandshakeTimeout reports a handshake that did not complete within
@@ -64,6 +62,12 @@ var (
 	// that match on the older name.
 	ErrBadHandshake = ErrInvalidMessage
 
+	// ErrTruncated reports a secure connection that ended at a frame
+	// boundary without the peer's close record: it may have been cut by
+	// an attacker, so the data may be incomplete. It wraps
+	// io.ErrUnexpectedEOF. A close record ends the stream with io.EOF.
+	ErrTruncated = fmt.Errorf("secio: connection ended without a close record: %w", io.ErrUnexpectedEOF)
+
 	// ErrInvalidSignature reports an identity signature over the handshake
 	// transcript that does not verify.
 	ErrInvalidSignature = errors.New("secio: invalid signature")
@@ -77,8 +81,8 @@ var (
 	// wrap; the connection must be replaced.
 	ErrNonceExhausted = errors.New("secio: nonce counter exhausted")
 
-	// ErrUnsupportedVersion reports a Propose with a protocol version this
-	// package does not speak.
+	// ErrUnsupportedVersion reports a ClientHello with a protocol version
+	// this package does not speak.
 	ErrUnsupportedVersion = errors.New("secio: unsupported protocol version")
 
 	// ErrClosed reports use of a Conn after Close. It wraps net.ErrClosed
@@ -86,7 +90,7 @@ var (
 	ErrClosed = fmt.Errorf("secio: %w", net.ErrClosed)
 )
 
-// NoCommonSuiteError reports that the local and remote Proposes share no key
+// NoCommonSuiteError reports that the two sides' lists share no key
 // exchange or no cipher suite. It matches ErrNoCommonSuite with errors.Is.
 type NoCommonSuiteError struct {
 	// What is "key exchange" or "cipher".
@@ -106,7 +110,7 @@ func (e *NoCommonSuiteError) Error() string {
 func (e *NoCommonSuiteError) Unwrap() error { return ErrNoCommonSuite }
 
 // HandshakeError reports a handshake failure and the step at which it
-// happened ("write propose", "read exchange", ...). It unwraps to the
+// happened ("read client hello", "read listener auth", ...). It unwraps to the
 // underlying cause, which wraps one of the sentinels of this package or an
 // I/O error.
 type HandshakeError struct {

@@ -11,8 +11,8 @@ import (
 )
 
 // Two nodes secure a connection (here a net.Pipe) and exchange a message.
-// The dialler pins the listener's peer ID, which is checked as soon as the
-// listener's Propose arrives, before any ECDH.
+// The dialler pins the listener's peer ID, which it checks as soon as it has
+// decrypted the listener's identity, before it reveals its own.
 func ExampleClient() {
 	serverKey, _ := secio.GenerateKey()
 	clientKey, _ := secio.GenerateKey()

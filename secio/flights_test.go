@@ -1,9 +1,7 @@
 package secio
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -89,152 +87,96 @@ func (c *latencyConn) SetDeadline(t time.Time) error      { return nil }
 func (c *latencyConn) SetReadDeadline(t time.Time) error  { return nil }
 func (c *latencyConn) SetWriteDeadline(t time.Time) error { return nil }
 
-// TestHandshakeFlights checks the handshake's latency for each mix of key
-// shares and preferences: each side writes one message per flight, in
-// flights 1 and 2 (Proposes with key shares, then Confirms) when both
-// Proposes share a key for the negotiated key exchange, and in flights 1
-// to 3 (an Exchange flight in between) otherwise. The first request and
-// its response follow at once, in the next two flights. On the link's
-// one-way delay D, the handshake cannot end before n*D nor the response
-// arrive before (n+2)*D.
+// TestHandshakeFlights checks the handshake's latency: the dialer writes
+// its ClientHello in flight 1, the listener its ServerHello and Auth in
+// flight 2, the dialer its Auth in flight 3 and its first request right
+// behind it (Client returns without waiting), and the listener's response
+// comes in flight 4: on a link with one-way delay D the first response
+// arrives after 4D, two round trips, whatever the key exchange. A retry
+// (the listener refuses the dialer's first share) adds two flights.
 func TestHandshakeFlights(t *testing.T) {
-	mismatch := func(ca, cb *Config) {
-		ca.KeyExchanges = []KeyExchange{P256, X25519}
-		cb.KeyExchanges = []KeyExchange{X25519, P256}
-	}
 	cases := []struct {
-		name    string
-		setup   func(t *testing.T, ca, cb *Config)
-		flights int
-		kex     KeyExchange
+		name             string
+		ka, kb           []KeyExchange
+		client, server   []int // flights of the handshake writes
+		kex              KeyExchange
+		clientDone, resp int // flights read when Client returns; of the response
 	}{
-		{"default", func(t *testing.T, ca, cb *Config) {}, 2, P256},
-		{"client without share", func(t *testing.T, ca, cb *Config) { noShare(ca) }, 3, P256},
-		{"server without share", func(t *testing.T, ca, cb *Config) { noShare(cb) }, 3, P256},
-		{"neither shares", func(t *testing.T, ca, cb *Config) { noShare(ca); noShare(cb) }, 3, P256},
-		// The first side's preference decides; the second side's share is
-		// for the other exchange, so an Exchange flight follows.
-		{"mismatch, client first", func(t *testing.T, ca, cb *Config) {
-			mismatch(ca, cb)
-			orderedRand(t, ca, cb, true)
-		}, 3, P256},
-		{"mismatch, server first", func(t *testing.T, ca, cb *Config) {
-			mismatch(ca, cb)
-			orderedRand(t, ca, cb, false)
-		}, 3, X25519},
-		{"P-256 only", func(t *testing.T, ca, cb *Config) {
-			ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{P256}, []KeyExchange{P256}
-		}, 2, P256},
-		{"both prefer X25519", func(t *testing.T, ca, cb *Config) {
-			ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{X25519, P256}, []KeyExchange{X25519, P256}
-		}, 2, X25519},
-		// The server's P-256 share is unusable: the client knows only X25519.
-		{"server share not offered by client", func(t *testing.T, ca, cb *Config) {
-			ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{X25519}, []KeyExchange{P256, X25519}
-		}, 3, X25519},
+		{"default", nil, nil, []int{1, 3}, []int{2}, X25519MLKEM768, 2, 4},
+		{"classical", []KeyExchange{X25519}, []KeyExchange{X25519}, []int{1, 3}, []int{2}, X25519, 2, 4},
+		{"P-256", []KeyExchange{P256}, nil, []int{1, 3}, []int{2}, P256, 2, 4},
+		{"retry", []KeyExchange{X25519, X25519MLKEM768}, []KeyExchange{X25519MLKEM768}, []int{1, 3, 5}, []int{2, 4}, X25519MLKEM768, 4, 6},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ca, cb := testConfig("a"), testConfig("b")
-			tc.setup(t, ca, cb)
-			checkFlights(t, ca, cb, tc.flights, tc.kex)
+			ca.KeyExchanges, cb.KeyExchanges = tc.ka, tc.kb
+			checkFlights(t, ca, cb, tc.client, tc.server, tc.kex, tc.clientDone, tc.resp)
 		})
 	}
 }
 
-// orderedRand gives ca and cb deterministic random sources whose nonces
-// make the client the first side (clientFirst) or the second.
-func orderedRand(t *testing.T, ca, cb *Config, clientFirst bool) {
-	t.Helper()
-	for i := range 64 {
-		la, lb := fmt.Sprintf("order a %d", i), fmt.Sprintf("order b %d", i)
-		var na, nb [NonceSize]byte
-		newDetRand(la).Read(na[:])
-		newDetRand(lb).Read(nb[:])
-		h1 := orderHash(cb.PrivateKey.pub.key, na[:])
-		h2 := orderHash(ca.PrivateKey.pub.key, nb[:])
-		if (bytes.Compare(h1[:], h2[:]) > 0) == clientFirst {
-			ca.Rand, cb.Rand = newDetRand(la), newDetRand(lb)
-			return
-		}
-	}
-	t.Fatal("no label gives the wanted order")
-}
-
 // checkFlights runs a handshake between ca (client) and cb (server) on a
-// link with a fixed delay and checks that each side wrote its handshake
-// messages in flights 1 to n, that the key exchange is kex, and that a
-// request and its response take flights n+1 and n+2.
-func checkFlights(t *testing.T, ca, cb *Config, n int, kex KeyExchange) {
+// link with a fixed delay, checks the flights of each side's handshake
+// writes and the key exchange, then sends a request as soon as Client
+// returns and checks that it travels in the dialer's last flight and its
+// response in flight resp.
+func checkFlights(t *testing.T, ca, cb *Config, client, server []int, kex KeyExchange, clientDone, resp int) {
 	const d = 20 * time.Millisecond
 	x, y := newLatencyPair(d)
 	defer x.Close()
 	start := time.Now()
-	var done [2]time.Duration
-	var sa, sb *Conn
-	var errA, errB error
-	var wg sync.WaitGroup
-	wg.Add(2)
+	var sb *Conn
+	var errB error
+	served := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		sa, errA = Client(context.Background(), x, ca)
-		done[0] = time.Since(start)
-	}()
-	go func() {
-		defer wg.Done()
+		defer close(served)
 		sb, errB = Server(context.Background(), y, cb)
-		done[1] = time.Since(start)
-	}()
-	wg.Wait()
-	if errA != nil || errB != nil {
-		t.Fatal(errA, errB)
-	}
-	if sa.KeyExchange() != kex || sb.KeyExchange() != kex {
-		t.Fatalf("key exchange %s / %s, want %s", sa.KeyExchange(), sb.KeyExchange(), kex)
-	}
-	want := make([]int, n)
-	for i := range want {
-		want[i] = i + 1
-	}
-	for _, c := range []*latencyConn{x, y} {
-		if f := c.flights(); !slices.Equal(f, want) {
-			t.Fatalf("handshake writes in flights %v, want %v", f, want)
-		}
-	}
-	for i, el := range done {
-		if el < time.Duration(n)*d {
-			t.Fatalf("side %d completed after %v, before %d flights", i, el, n)
-		}
-	}
-	// The client's request goes out as soon as Client returns; the server
-	// answers as soon as it reads it.
-	echo := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 4)
-		if _, err := io.ReadFull(sb, buf); err != nil {
-			echo <- err
+		if errB != nil {
 			return
 		}
-		_, err := sb.Write(buf)
-		echo <- err
+		// Echo the request.
+		buf := make([]byte, 4)
+		if _, errB = io.ReadFull(sb, buf); errB != nil {
+			return
+		}
+		_, errB = sb.Write(buf)
 	}()
+	sa, err := Client(context.Background(), x, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := time.Since(start)
 	if _, err := sa.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := readN(sa, 4); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-echo; err != nil {
-		t.Fatal(err)
+	el := time.Since(start)
+	<-served
+	if errB != nil {
+		t.Fatal(errB)
 	}
-	if f := x.flights(); !slices.Equal(f, append(want, n+1)) {
-		t.Fatalf("client writes in flights %v, want the request in flight %d", f, n+1)
+	if sa.KeyExchange() != kex || sb.KeyExchange() != kex {
+		t.Fatalf("key exchange %s / %s, want %s", sa.KeyExchange(), sb.KeyExchange(), kex)
 	}
-	if f := y.flights(); !slices.Equal(f, append(want, n+2)) {
-		t.Fatalf("server writes in flights %v, want the response in flight %d", f, n+2)
+	last := client[len(client)-1]
+	if f := x.flights(); !slices.Equal(f, append(slices.Clone(client), last)) {
+		t.Fatalf("client writes in flights %v, want %v then the request in flight %d", f, client, last)
 	}
-	if el := time.Since(start); el < time.Duration(n+2)*d {
-		t.Fatalf("first response after %v, before %d flights", el, n+2)
+	if f := y.flights(); !slices.Equal(f, append(slices.Clone(server), resp)) {
+		t.Fatalf("server writes in flights %v, want %v then the response in flight %d", f, server, resp)
 	}
+	// Not before the listener's flight, and well before another one (it
+	// does not wait for anything after its last flight).
+	if done < time.Duration(clientDone)*d || done >= time.Duration(clientDone+2)*d {
+		t.Fatalf("Client returned after %v, want between %d and %d one-way delays", done, clientDone, clientDone+2)
+	}
+	if el < time.Duration(resp)*d {
+		t.Fatalf("first response after %v, before %d flights", el, resp)
+	}
+	sa.Close()
+	sb.Close()
 }

@@ -13,56 +13,68 @@ import (
 	"github.com/tendril-p2p/tendril/cipher/aead"
 )
 
+// FuzzHandshakeMessages feeds arbitrary bodies to the message parsers:
+// none may panic, whatever parses re-encodes to the same bytes, and every
+// refusal wraps ErrInvalidMessage.
 func FuzzHandshakeMessages(f *testing.F) {
-	p := (&propose{version: 1, pubKey: testKey("a").pub.key, maxFrame: 1 << 20,
-		kexes: []KeyExchange{X25519, P256}, ciphers: aead.Preferred(), ext: extPadding}).marshal()
-	f.Add(p[4:])
-	// Proposes with a key share: X25519 (then padding), P-256, an unknown
-	// code, and an unknown extension after the share.
-	for _, ext := range [][]byte{
-		append(appendKeyShare(nil, X25519, x25519Point), extPadding...),
-		appendKeyShare(nil, P256, append([]byte{4}, make([]byte, 64)...)),
-		appendKeyShare(nil, 3, make([]byte, 40)),
-		append(appendKeyShare(nil, X25519, x25519Point), 0, 2, 0, 1, 0),
-	} {
-		ps := (&propose{version: 1, pubKey: testKey("a").pub.key, maxFrame: 1 << 20,
-			kexes: []KeyExchange{X25519, P256}, ciphers: aead.Preferred(), ext: ext}).marshal()
-		f.Add(ps[4:])
+	var nonce [NonceSize]byte
+	for _, k := range []KeyExchange{X25519, P256, X25519MLKEM768, 9} {
+		size := k.dialerShareSize()
+		if size == 0 {
+			size = 5
+		}
+		ch := appendClientHello(nil, &nonce, 1<<20, []KeyExchange{k, X25519}, aead.Preferred(), k, make([]byte, size))
+		f.Add(ch[4:])
+		sh := serverHello{version: ProtocolVersion, maxFrame: 1 << 20, kex: k, suite: aead.AES128GCM, share: make([]byte, k.listenerShareSize())}
+		f.Add(appendServerHello(nil, &sh)[4:])
 	}
-	f.Add((&exchange{kex: X25519, key: make([]byte, 32)}).marshal()[4:])
-	f.Add(appendConfirm(nil, [NonceSize]byte{1}, make([]byte, 64)))
-	f.Add([]byte{msgPropose, 0, 1})
+	f.Add(appendHelloRetry(nil, X25519)[4:])
+	f.Add(appendAuth(nil, msgListenerAuth, make([]byte, 32), make([]byte, 64)))
+	f.Add(appendAuth(nil, msgDialerAuth, make([]byte, 32), make([]byte, 64)))
+	f.Add([]byte{msgClientHello, 0, 2})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if len(body) > MaxHandshakeMessage {
 			return
 		}
-		var pr propose
-		if err := parsePropose(&pr, body); err == nil {
-			// What parses re-encodes to the same bytes.
-			if got := pr.marshal(); !bytes.Equal(got[4:], body) {
-				t.Fatalf("Propose round trip:\n in %x\nout %x", body, got[4:])
-			}
-			if len(pr.pubKey) != PublicKeySize || len(pr.kexes) == 0 || len(pr.ciphers) == 0 || pr.maxFrame < MinFrameSize {
-				t.Fatal("parsePropose accepted an invalid Propose")
-			}
-			// A recorded share has a known code and the right key length,
-			// and is inside the extensions.
-			if pr.shareKex != 0 && (!pr.shareKex.Valid() || len(pr.shareKey()) != pr.shareKex.publicKeySize() ||
-				!bytes.Contains(pr.ext, appendKeyShare(nil, pr.shareKex, pr.shareKey()))) {
-				t.Fatalf("parsePropose recorded share %s %x", pr.shareKex, pr.shareKey())
-			}
-		} else if !errors.Is(err, ErrInvalidMessage) {
-			t.Fatalf("untyped error %v", err)
-		}
-		if e, err := parseExchange(body); err == nil {
-			if got := e.marshal(); !bytes.Equal(got[4:], body) {
-				t.Fatal("Exchange round trip")
+		typed := func(err error) {
+			if err != nil && !errors.Is(err, ErrInvalidMessage) {
+				t.Fatalf("untyped error %v", err)
 			}
 		}
-		if c, err := parseConfirm(body); err == nil {
-			if got := appendConfirm(nil, c.nonce, c.sig); !bytes.Equal(got, body) {
-				t.Fatal("Confirm round trip")
+		var ch clientHello
+		err := parseClientHello(&ch, body)
+		typed(err)
+		if err == nil {
+			got := appendClientHello(nil, &ch.nonce, int(ch.maxFrame), ch.kexes, ch.ciphers, ch.shareKex, ch.share)
+			// The encoder writes this package's version and pads
+			// minimally; a parsed body may carry another version and more
+			// padding.
+			if ch.version == ProtocolVersion && len(got)-4 <= len(body) && !bytes.Equal(got[4:], body[:len(got)-4]) {
+				t.Fatalf("ClientHello round trip:\n in %x\nout %x", body, got[4:])
+			}
+			if len(ch.kexes) == 0 || len(ch.ciphers) == 0 || ch.maxFrame < MinFrameSize ||
+				(ch.shareKex.Valid() && len(ch.share) != ch.shareKex.dialerShareSize()) {
+				t.Fatal("parseClientHello accepted an invalid ClientHello")
+			}
+		}
+		var sh serverHello
+		retry, err := parseListenerReply(&sh, body)
+		typed(err)
+		if err == nil && retry == 0 {
+			if sh.maxFrame < MinFrameSize {
+				t.Fatal("parseListenerReply accepted a small frame size")
+			}
+			got := appendServerHello(nil, &sh)
+			if len(got)-4 <= len(body) && !bytes.Equal(got[4:], body[:len(got)-4]) {
+				t.Fatalf("ServerHello round trip:\n in %x\nout %x", body, got[4:])
+			}
+		}
+		for _, typ := range []byte{msgListenerAuth, msgDialerAuth} {
+			pub, sig, err := parseAuth(body, typ)
+			typed(err)
+			if err == nil && !bytes.Equal(appendAuth(nil, typ, pub, sig), body) {
+				t.Fatal("Auth round trip")
 			}
 		}
 	})
@@ -111,7 +123,7 @@ func FuzzFrameReader(f *testing.F) {
 			c, _ = LegacyTEA(fc, legacyKey, &LegacyConfig{MaxFrameSize: maxFrame})
 		} else {
 			_, c = rawPair(t, fc, fc, aead.AES128GCM)
-			c.in.maxLen = maxFrame + 16
+			c.in.maxLen = maxFrame + recordTypeSize + 16
 		}
 		// Reads of every size: into the caller's buffer when a frame fits,
 		// through the Conn's buffer otherwise.
@@ -129,7 +141,7 @@ func FuzzFrameReader(f *testing.F) {
 		}
 		// Never read into more than a buffer for one maximum frame,
 		// whatever the input; after the final error nothing is held.
-		if limit := max(classSize(bufferClass(maxFrame+16+frameHeaderSize)), greedyBuffer); fc.maxRead > limit {
+		if limit := max(classSize(bufferClass(maxFrame+recordTypeSize+16+frameHeaderSize)), greedyBuffer); fc.maxRead > limit {
 			t.Fatalf("read into a %d-byte buffer, limit %d", fc.maxRead, limit)
 		}
 		if c.in.pooled != nil || len(c.in.buf) != smallRead {
@@ -142,27 +154,191 @@ type bufConnReader struct{ c *bufConn }
 
 func (r *bufConnReader) Read(p []byte) (int, error) { return r.c.Read(p) }
 
+// FuzzHandshakeInput feeds arbitrary bytes to a Server as the dialer's
+// flights: without the dialer's keys no input may complete the handshake,
+// and none may panic.
 func FuzzHandshakeInput(f *testing.F) {
-	p := (&propose{version: 1, pubKey: testKey("b").pub.key, maxFrame: 1 << 20,
-		kexes: []KeyExchange{X25519}, ciphers: []aead.Suite{aead.AES128GCM}, ext: extPadding}).marshal()
-	ex := (&exchange{kex: X25519, key: testKey("b").pub.key}).marshal()
-	f.Add(append(bytes.Clone(p), ex...))
-	f.Add(p)
-	// A Propose with an X25519 share (the local side's first choice, so
-	// no Exchange follows), then a frame in place of the Confirm.
-	ps := (&propose{version: 1, pubKey: testKey("b").pub.key, maxFrame: 1 << 20,
-		kexes: []KeyExchange{X25519}, ciphers: []aead.Suite{aead.AES128GCM},
-		ext: appendKeyShare(nil, X25519, x25519Point)}).marshal()
-	f.Add(append(bytes.Clone(ps), 0, 0, 0, 0x63))
-	f.Add(append(bytes.Clone(ps), append([]byte{0, 0, 0, 0x63}, make([]byte, 0x63)...)...))
+	var nonce [NonceSize]byte
+	ch := appendClientHello(nil, &nonce, 1<<20, []KeyExchange{X25519}, []aead.Suite{aead.AES128GCM}, X25519, x25519Point)
+	f.Add(ch)
+	f.Add(append(bytes.Clone(ch), append([]byte{0, 0, 0, 0x73}, make([]byte, 0x73)...)...))
+	chP := appendClientHello(nil, &nonce, 1<<20, []KeyExchange{P256, X25519}, []aead.Suite{aead.AES128GCM}, P256, make([]byte, 65))
+	f.Add(append(chP, ch...))
 	f.Add(binary.BigEndian.AppendUint32(nil, 5000))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg := testConfig("a")
 		cfg.Rand = newDetRand("fuzz")
+		cfg.KeyExchanges = []KeyExchange{X25519, P256}
 		_, err := Server(context.Background(), &fuzzConn{r: bytes.NewReader(data)}, cfg)
-		// Without the peer's keys no input can complete the handshake.
 		if err == nil {
 			t.Fatal("handshake completed on fuzz input")
+		}
+	})
+}
+
+// FuzzDecryptedAuth reaches the decrypted handshake messages: a harness
+// peer with deterministic keys runs a real handshake, but seals the fuzz
+// input as its Auth record (the last byte is the record type), so that the
+// other side opens it and parses it: as a ListenerAuth read by a Client,
+// or as a DialerAuth read by a Server. Only the genuine Auth may complete
+// the handshake; nothing may panic; errors are typed.
+func FuzzDecryptedAuth(f *testing.F) {
+	good := func(typ byte) []byte {
+		return append(appendAuth(nil, typ, testKey("b").pub.key, make([]byte, SignatureSize)), recordHandshake)
+	}
+	f.Add(good(msgListenerAuth), false)
+	f.Add(good(msgDialerAuth), true)
+	f.Add(append(appendAuth(nil, msgListenerAuth, smallOrderKeys[2][:], make([]byte, SignatureSize)), recordHandshake), false)
+	f.Add(append(good(msgListenerAuth)[:50], recordHandshake), false)
+	f.Add([]byte{recordData}, true)
+	f.Fuzz(func(t *testing.T, pt []byte, toListener bool) {
+		if len(pt) == 0 || len(pt) > 512 {
+			return
+		}
+		x, y := newBufPair()
+		ca, cb := testConfig("a"), testConfig("b")
+		ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{X25519}, []KeyExchange{X25519}
+		ca.Rand, cb.Rand = newDetRand("fuzz a"), newDetRand("fuzz b")
+		var err error
+		if toListener {
+			go func() { defer x.Close(); dialerWith(x, ca, pt) }()
+			_, err = Server(context.Background(), y, cb)
+		} else {
+			go func() { defer y.Close(); listenerWith(y, cb, pt) }()
+			_, err = Client(context.Background(), x, ca)
+		}
+		x.Close()
+		y.Close()
+		if err == nil {
+			t.Fatalf("a forged Auth %x completed the handshake", pt)
+		}
+		for _, want := range []error{ErrInvalidMessage, ErrAuthFailed, ErrInvalidKey, ErrInvalidSignature, ErrSelfDial, io.ErrUnexpectedEOF} {
+			if errors.Is(err, want) {
+				return
+			}
+		}
+		t.Fatalf("untyped error %v", err)
+	})
+}
+
+// listenerWith runs a listener that sends pt as its Auth plaintext.
+func listenerWith(conn net.Conn, cfg *Config, pt []byte) error {
+	hs := &handshakeState{ctx: context.Background()}
+	if err := cfg.resolve(&hs.cfg); err != nil {
+		return err
+	}
+	hs.c = newConn(conn)
+	hs.th = transcriptStart
+	if err := hs.readClientHello(time.Now().Add(time.Second)); err != nil {
+		return err
+	}
+	return hs.sendServerHello(pt)
+}
+
+// dialerWith runs a dialer that skips its checks of the listener and sends
+// pt as its Auth plaintext.
+func dialerWith(conn net.Conn, cfg *Config, pt []byte) error {
+	hs := &handshakeState{ctx: context.Background(), dialer: true}
+	if err := cfg.resolve(&hs.cfg); err != nil {
+		return err
+	}
+	hs.c = newConn(conn)
+	hs.th = transcriptStart
+	io.ReadFull(hs.cfg.rand, hs.nonce[:])
+	kex := hs.cfg.kexes[0]
+	if err := hs.sendClientHello(kex); err != nil {
+		return err
+	}
+	if _, err := hs.readServerHello(); err != nil {
+		return err
+	}
+	if err := hs.processServerHello(kex); err != nil {
+		return err
+	}
+	in := &hs.c.in
+	hdr, body, total, err := in.nextFrame(conn)
+	if err != nil {
+		return err
+	}
+	hs.th.Write(hdr)
+	hs.th.Write(body)
+	nonce, _ := in.ctr.next()
+	if _, err := in.aead.Open(body[:0], nonce, body, hdr); err != nil {
+		return err
+	}
+	in.consume(total)
+	return hs.sendDialerAuth(pt)
+}
+
+// FuzzRecords drives the record layer with a sequence of records sealed
+// under the right keys: data, key updates (the sender moves to its next
+// key after sealing one, or, for a desynchronised sender, does not), close
+// records, records of unknown type, and control records with content. The
+// reader must deliver exactly the data records before the first bad one,
+// in order, follow every key update, stop at a close record with io.EOF,
+// and fail every other way with a typed error.
+func FuzzRecords(f *testing.F) {
+	f.Add([]byte{0, 3, 'a', 'b', 'c', 1, 0, 0, 2, 'h', 'i', 3, 0})
+	f.Add([]byte{1, 0, 1, 0, 1, 0, 0, 1, 'x'})
+	f.Add([]byte{2, 0, 0, 1, 'x'})
+	f.Add([]byte{4, 1, 0x07})
+	f.Add([]byte{5, 1, 'x'})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		x, y := newBufPair()
+		sa, sb := rawPair(t, x, y, aead.AES128GCM)
+		var wire, want []byte
+		var wantErr error
+		for len(ops) >= 2 && wantErr == nil {
+			op, n := ops[0]%6, int(ops[1])
+			ops = ops[2:]
+			content := ops[:min(n, len(ops))]
+			ops = ops[len(content):]
+			switch op {
+			case 0: // data
+				wire = append(wire, sealTypeForTest(t, sa, content, recordData)...)
+				want = append(want, content...)
+			case 1: // key update, then the sender moves on
+				wire = append(wire, sealTypeForTest(t, sa, nil, recordKeyUpdate)...)
+				if err := sa.out.update(); err != nil {
+					t.Fatal(err)
+				}
+			case 2: // key update announced, old key kept: the next frame fails
+				wire = append(wire, sealTypeForTest(t, sa, nil, recordKeyUpdate)...)
+				wire = append(wire, sealTypeForTest(t, sa, []byte("x"), recordData)...)
+				wantErr = ErrAuthFailed
+			case 3:
+				wire = append(wire, sealTypeForTest(t, sa, nil, recordClose)...)
+				wantErr = io.EOF
+			case 4: // a type this side does not know
+				typ := byte(n)
+				if typ >= recordHandshake && typ <= recordClose {
+					typ = 0x7f
+				}
+				wire = append(wire, sealTypeForTest(t, sa, content, typ)...)
+				wantErr = ErrInvalidFrame
+			case 5: // a control record with content
+				if len(content) == 0 {
+					content = []byte{0}
+				}
+				wire = append(wire, sealTypeForTest(t, sa, content, recordKeyUpdate)...)
+				wantErr = ErrInvalidFrame
+			}
+		}
+		if wantErr == nil {
+			wantErr = ErrTruncated
+		}
+		fc := &fuzzConn{r: bytes.NewReader(wire)}
+		sb.conn = fc
+		got, err := io.ReadAll(sb)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("read %q, want %q", got, want)
+		}
+		if wantErr == io.EOF {
+			if err != nil {
+				t.Fatalf("after a close record: %v, want io.EOF", err)
+			}
+		} else if !errors.Is(err, wantErr) {
+			t.Fatalf("error %v, want %v", err, wantErr)
 		}
 	})
 }

@@ -1,10 +1,9 @@
 package secio
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdh"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,124 +15,118 @@ import (
 )
 
 // Context strings for BLAKE3 in derive-key mode, and the signature prefix.
+// Each use of a secret has its own context, and each direction its own key.
 const (
-	contextTranscript = "tendril 2026-11-30 secio v1 transcript"
-	contextKeyFirst   = "tendril 2026-11-30 secio v1 key first-to-second"
-	contextKeySecond  = "tendril 2026-11-30 secio v1 key second-to-first"
-	signaturePrefix   = "tendril 2026-11-30 secio v1 signature\x00"
+	contextTranscript   = "tendril 2026-12-01 secio v2 transcript"
+	contextHandshakeD2L = "tendril 2026-12-01 secio v2 handshake key dialer-to-listener"
+	contextHandshakeL2D = "tendril 2026-12-01 secio v2 handshake key listener-to-dialer"
+	contextTrafficD2L   = "tendril 2026-12-01 secio v2 traffic key dialer-to-listener"
+	contextTrafficL2D   = "tendril 2026-12-01 secio v2 traffic key listener-to-dialer"
+	contextKeyUpdate    = "tendril 2026-12-01 secio v2 key update"
+	signaturePrefix     = "tendril 2026-12-01 secio v2 signature\x00"
 )
 
-// Signer roles in the signed message.
+// Roles in the signed messages.
 const (
-	roleFirst  = 0x01
-	roleSecond = 0x02
+	roleDialer   = 0x01
+	roleListener = 0x02
 )
+
+// transcriptStart is the transcript hash state before any message: BLAKE3
+// in derive-key mode with contextTranscript (copied, never modified).
+var transcriptStart = *blake3.NewDeriveKey(contextTranscript)
 
 // Client runs the handshake on conn as the side that dialled it and returns
-// the secure connection. The messages are the same for both roles: Client
-// and Server differ only in how they are logged.
+// the secure connection.
 //
-// The handshake takes two flights (each side's Propose, with a key share,
-// then each side's Confirm) when both sides share a key for the negotiated
-// key exchange, and three otherwise (an Exchange flight in between).
+// The dialer speaks first: a ClientHello with its key share; the listener
+// answers with a ServerHello with its share and, encrypted, its identity
+// and signature; the dialer checks them (and Config.ExpectedPeer) before it
+// sends, encrypted, its own identity and signature. Client returns as soon
+// as that last flight is written, so that the application's first frames
+// follow it at once: data then reaches the listener one round trip after
+// the connection, as with TLS 1.3. If the listener refuses the dialer's
+// identity, the Conn's first Read fails. A listener that wants another key
+// exchange than the dialer's first choice costs one more round trip (a
+// HelloRetryRequest).
 //
 // The handshake is bounded by cfg.HandshakeTimeout and by ctx; it uses the
 // deadlines of conn and clears them when it succeeds. On any error conn is
 // closed and the error is a *HandshakeError naming the failed step, wrapping
 // one of this package's sentinels, an I/O error, or ctx's error.
 func Client(ctx context.Context, conn net.Conn, cfg *Config) (*Conn, error) {
-	return handshake(ctx, conn, cfg, "client")
+	return handshake(ctx, conn, cfg, true)
 }
 
-// Server runs the handshake on conn as the side that accepted it. See
-// Client.
+// Server runs the handshake on conn as the side that accepted it and
+// returns once the dialer's identity and signature have been verified. The
+// dialer's first message must arrive within cfg.HelloTimeout. See Client.
 func Server(ctx context.Context, conn net.Conn, cfg *Config) (*Conn, error) {
-	return handshake(ctx, conn, cfg, "server")
+	return handshake(ctx, conn, cfg, false)
 }
 
-// handshakeArena is the room for the handshake messages and the
-// transcript input in a handshake's own state: enough for two Proposes with
-// X25519 or P-256 shares (452 or 580 bytes with the default ciphers), and for
-// the Exchange flight with X25519 keys or without shares (up to 576).
-// Longer messages (a peer sending large extensions, a fallback to the
-// Exchange flight after P-256 shares) spill to the heap.
-const handshakeArena = 640
-
-// handshakeState carries one handshake from Propose to key confirmation.
+// handshakeState carries one handshake from the first hello to the
+// traffic keys.
 type handshakeState struct {
-	c    *Conn
-	cfg  resolved
-	step string
-	// direct: writes go straight to the socket. A kernel socket buffer
-	// takes each small handshake message without waiting for the peer to
-	// read, so no writer goroutine is needed; other transports (net.Pipe)
-	// get one writer goroutine for the handshake, fed by wmsg.
-	direct bool
-	wmsg   chan []byte
-	werr   chan error
+	c        *Conn
+	cfg      resolved
+	ctx      context.Context
+	dialer   bool
+	step     string
+	deadline time.Time // conn's current deadline (zero with a timer)
 
-	localNonce [NonceSize]byte
-	// The messages as sent, length prefix included, in arena. The
-	// Exchanges are nil when the key shares are used.
-	localPropose, remotePropose   []byte
-	localExchange, remoteExchange []byte
-	remote                        propose // parsed remotePropose (aliases it)
-	remotePub                     *PublicKey
-	first                         bool // the local preference order won
-	kex                           KeyExchange
-	suite                         aead.Suite
-	// shareKex is the key exchange of the local Propose's key share (0
-	// without one); useShares is set when both Proposes carry a share for
-	// kex, so that no Exchange is sent.
-	shareKex  KeyExchange
-	useShares bool
+	th        blake3.Hasher // transcript: every handshake byte as sent
+	nonce     [NonceSize]byte
+	eph       ephemeral
+	kex       KeyExchange
+	suite     aead.Suite
 	sendMax   int
+	secret    [maxSecretSize]byte
+	secretLen int
+	remotePub *PublicKey
+	// pending is the length of the hello still buffered while hs.ch or
+	// hs.sh aliases it.
+	pending int
 
-	eph        *ecdh.PrivateKey // local ephemeral key, from the share or the Exchange
-	scalar     [32]byte         // ephemeral scalar as drawn, cleared after use
-	transcript [32]byte
-	confirm    [confirmSize]byte // the peer's Confirm plaintext
-	ownConfirm [confirmSize]byte // the local Confirm plaintext
-
-	arena []byte // append-only; starts as space[:0]
-	space [handshakeArena]byte
+	ch clientHello // the listener's parsed ClientHello (aliases the read buffer)
+	sh serverHello // the dialer's parsed ServerHello (same)
 }
 
-// newHandshakeState prepares a handshake on conn; cfg must be valid.
-func newHandshakeState(conn net.Conn, cfg *Config) (*handshakeState, error) {
-	hs := &handshakeState{}
+func (hs *handshakeState) role() string {
+	if hs.dialer {
+		return "client"
+	}
+	return "server"
+}
+
+func handshake(ctx context.Context, conn net.Conn, cfg *Config, dialer bool) (*Conn, error) {
+	hs := &handshakeState{ctx: ctx, dialer: dialer}
 	if err := cfg.resolve(&hs.cfg); err != nil {
-		return nil, err
-	}
-	hs.c = newConn(conn)
-	hs.c.in.maxLen = hs.cfg.maxFrame + maxOverhead
-	hs.arena = hs.space[:0]
-	switch conn.(type) {
-	case *net.TCPConn, *net.UnixConn:
-		hs.direct = true
-	}
-	return hs, nil
-}
-
-func handshake(ctx context.Context, conn net.Conn, cfg *Config, role string) (*Conn, error) {
-	hs, err := newHandshakeState(conn, cfg)
-	if err != nil {
 		conn.Close()
 		return nil, err
 	}
 	rc := &hs.cfg
+	hs.c = newConn(conn)
+	hs.th = transcriptStart
+	defer clear(hs.secret[:])
+	first := "write client hello"
+	if !dialer {
+		first = "read client hello"
+	}
 	if err := ctx.Err(); err != nil {
 		conn.Close()
-		err = &HandshakeError{Step: "propose", Err: context.Cause(ctx)}
-		rc.debugFailed(role, conn, err)
+		err = &HandshakeError{Step: first, Err: context.Cause(ctx)}
+		rc.debugFailed(hs.role(), conn, err)
 		return nil, err
 	}
 	// The timeout is a deadline on conn; ctx sets a deadline in the past
 	// when it is done. A conn without deadlines is closed instead.
-	deadline := time.Now().Add(rc.timeout)
+	end := time.Now().Add(rc.timeout)
 	var timer *time.Timer
-	if conn.SetDeadline(deadline) != nil {
+	if conn.SetDeadline(end) != nil {
 		timer = time.AfterFunc(rc.timeout, func() { conn.Close() })
+	} else {
+		hs.deadline = end
 	}
 	var stop func() bool
 	if ctx.Done() != nil {
@@ -144,7 +137,12 @@ func handshake(ctx context.Context, conn net.Conn, cfg *Config, role string) (*C
 		})
 	}
 
-	err = hs.run()
+	var err error
+	if dialer {
+		err = hs.runDialer()
+	} else {
+		err = hs.runListener(end)
+	}
 	if stop != nil && !stop() && err == nil {
 		err = &HandshakeError{Step: "finish", Err: context.Cause(ctx)}
 	}
@@ -153,12 +151,13 @@ func handshake(ctx context.Context, conn net.Conn, cfg *Config, role string) (*C
 	}
 	if err != nil {
 		conn.Close()
+		hs.c.in.drop()
 		if ctx.Err() != nil {
 			err = &HandshakeError{Step: hs.step, Err: context.Cause(ctx)}
-		} else if !time.Now().Before(deadline) {
+		} else if !time.Now().Before(end) || (!hs.deadline.IsZero() && !time.Now().Before(hs.deadline)) {
 			err = &HandshakeError{Step: hs.step, Err: &timeoutError{cause: context.DeadlineExceeded}}
 		}
-		rc.debugFailed(role, conn, err)
+		rc.debugFailed(hs.role(), conn, err)
 		return nil, err
 	}
 	if timer == nil {
@@ -169,9 +168,8 @@ func handshake(ctx context.Context, conn net.Conn, cfg *Config, role string) (*C
 	}
 	c := hs.c
 	if rc.debugEnabled() {
-		rc.logger.Debug("secio handshake complete", "role", role, "remote", conn.RemoteAddr(),
-			"peer", c.remote.String(), "kex", c.kex.String(), "suite", c.suite.String(),
-			"key_shares_used", hs.useShares)
+		rc.logger.Debug("secio handshake complete", "role", hs.role(), "remote", conn.RemoteAddr(),
+			"peer", c.remote.String(), "kex", c.kex.String(), "suite", c.suite.String())
 	}
 	return c, nil
 }
@@ -188,138 +186,96 @@ func (rc *resolved) debugFailed(role string, conn net.Conn, err error) {
 	}
 }
 
-// run performs the handshake: the flights that establish the keys, then
-// the Confirm flight. In each flight both sides send at once.
-func (hs *handshakeState) run() error {
-	defer hs.stopWriter()
-	if err := hs.establishKeys(); err != nil {
-		return err
-	}
-	frame, err := hs.sealConfirm()
-	if err != nil {
-		return hs.fail("write confirm", err)
-	}
-	err = hs.flight("confirm", *frame, hs.readConfirm)
-	putBuffer(frame)
-	return err
-}
-
-// establishKeys runs the Propose flight and, unless both Proposes carry a
-// key share for the negotiated key exchange, the Exchange flight; then it
-// computes the transcript hash and installs the traffic keys.
-func (hs *handshakeState) establishKeys() error {
-	if err := hs.makePropose(); err != nil {
-		return err
-	}
-	return hs.agreeKeys()
-}
-
-// agreeKeys is establishKeys after the local Propose has been made.
-func (hs *handshakeState) agreeKeys() error {
-	if err := hs.flight("propose", hs.localPropose, hs.readProposeMsg); err != nil {
-		return err
-	}
-	if err := hs.processPropose(); err != nil {
-		return err
-	}
-	if !hs.useShares {
-		if err := hs.makeExchange(); err != nil {
-			return err
-		}
-		if err := hs.flight("exchange", hs.localExchange, hs.readExchangeMsg); err != nil {
-			return err
-		}
-		if err := hs.processExchange(); err != nil {
-			return err
-		}
-	}
-	return hs.deriveKeys()
-}
-
-// maxOverhead is the largest AEAD tag of any suite.
-const maxOverhead = 16
-
 // fail records the step and wraps err.
 func (hs *handshakeState) fail(step string, err error) error {
 	hs.step = step
 	return &HandshakeError{Step: step, Err: err}
 }
 
-// flight sends msg while receiving the peer's message. Both sides send at
-// once, so over an unbuffered transport such as net.Pipe the write and the
-// read must overlap: the writer goroutine writes, and flight waits for the
-// write to end before it returns. A socket (direct) takes the write at
-// once.
-func (hs *handshakeState) flight(step string, msg []byte, read func() error) error {
-	hs.step = step
-	conn := hs.c.conn
-	if hs.direct {
-		if _, err := conn.Write(msg); err != nil {
-			return hs.fail("write "+step, err)
+// runDialer is the dialer's handshake: ClientHello, at most one retry,
+// ServerHello and ListenerAuth, then DialerAuth and the traffic keys.
+func (hs *handshakeState) runDialer() error {
+	if _, err := io.ReadFull(hs.cfg.rand, hs.nonce[:]); err != nil {
+		return hs.fail("write client hello", fmt.Errorf("secio: nonce: %w", err))
+	}
+	kex := hs.cfg.kexes[0]
+	for retried := false; ; retried = true {
+		if err := hs.sendClientHello(kex); err != nil {
+			return err
 		}
-		if err := read(); err != nil {
-			return hs.fail("read "+step, err)
+		retry, err := hs.readServerHello()
+		if err != nil {
+			return err
 		}
-		return nil
+		if retry == 0 {
+			break
+		}
+		if retried || !contains(hs.cfg.kexes, retry) || retry == kex {
+			return hs.fail("read server hello", fmt.Errorf("%w: HelloRetryRequest for %s after offering %s", ErrInvalidMessage, retry, kexNames(hs.cfg.kexes)))
+		}
+		kex = retry
 	}
-	if hs.wmsg == nil {
-		hs.wmsg = make(chan []byte)
-		hs.werr = make(chan error, 1)
-		go handshakeWriter(conn, hs.wmsg, hs.werr)
+	if err := hs.processServerHello(kex); err != nil {
+		return err
 	}
-	hs.wmsg <- msg
-	if err := read(); err != nil {
-		conn.Close() // unblocks the writer
-		<-hs.werr
-		return hs.fail("read "+step, err)
+	if err := hs.readListenerAuth(); err != nil {
+		return err
 	}
-	if err := <-hs.werr; err != nil {
-		return hs.fail("write "+step, err)
+	if err := hs.sendDialerAuth(nil); err != nil {
+		return err
+	}
+	return hs.finish()
+}
+
+// sendClientHello draws an ephemeral key for kex and writes a ClientHello
+// with its share.
+func (hs *handshakeState) sendClientHello(kex KeyExchange) error {
+	const step = "write client hello"
+	eph, err := generateEphemeral(kex, hs.cfg.rand, true)
+	if err != nil {
+		return hs.fail(step, err)
+	}
+	hs.eph = eph
+	var shareBuf [maxShareSize]byte
+	share := eph.appendDialerShare(shareBuf[:0])
+	buf := getBuffer(frameHeaderSize + maxClientHello)
+	msg := appendClientHello((*buf)[:0], &hs.nonce, hs.cfg.maxFrame, hs.cfg.kexes, hs.cfg.ciphers, kex, share)
+	hs.th.Write(msg)
+	_, err = hs.c.conn.Write(msg)
+	putBuffer(buf)
+	if err != nil {
+		return hs.fail(step, err)
 	}
 	return nil
 }
 
-// handshakeWriter writes each message it receives and reports the result;
-// it closes errs when msgs is closed.
-func handshakeWriter(conn net.Conn, msgs <-chan []byte, errs chan<- error) {
-	for m := range msgs {
-		_, err := conn.Write(m)
-		errs <- err
-	}
-	close(errs)
-}
-
-// stopWriter ends the writer goroutine, if one was started, and waits for
-// it to return.
-func (hs *handshakeState) stopWriter() {
-	if hs.wmsg != nil {
-		close(hs.wmsg)
-		for range hs.werr {
-		}
-	}
-}
-
-// readMessage reads one length-prefixed handshake message and returns a
-// copy of it in the arena, length prefix included. The length is checked
-// against MaxHandshakeMessage before anything is allocated.
-func (hs *handshakeState) readMessage() ([]byte, error) {
+// readMessage reads one clear handshake message of at most limit body
+// bytes, adds it to the transcript and returns its body, which aliases the
+// read buffer until done is called with total. The length is checked
+// before anything is allocated, and the body is read no further than its
+// end, so that a message costs at most a buffer of its own size.
+func (hs *handshakeState) readMessage(limit int) (body []byte, total int, err error) {
 	in := &hs.c.in
 	if err := in.fill(hs.c.conn, frameHeaderSize, false); err != nil {
-		return nil, eofUnexpected(err)
+		return nil, 0, eofUnexpected(err)
 	}
 	n := binary.BigEndian.Uint32(in.buf[in.r:])
-	if n == 0 || n > MaxHandshakeMessage {
-		return nil, fmt.Errorf("%w: length prefix %d, want 1 to %d", ErrInvalidMessage, n, MaxHandshakeMessage)
+	if n == 0 || n > uint32(limit) {
+		return nil, 0, fmt.Errorf("%w: length prefix %d, want 1 to %d", ErrInvalidMessage, n, limit)
 	}
-	total := frameHeaderSize + int(n)
-	if err := in.fill(hs.c.conn, total, false); err != nil {
-		return nil, eofUnexpected(err)
+	total = frameHeaderSize + int(n)
+	if err := in.fill(hs.c.conn, total, true); err != nil {
+		return nil, 0, eofUnexpected(err)
 	}
-	start := len(hs.arena)
-	hs.arena = append(hs.arena, in.buf[in.r:in.r+total]...)
-	in.consume(total)
-	in.settle()
-	return hs.arena[start:], nil
+	msg := in.buf[in.r : in.r+total]
+	hs.th.Write(msg)
+	return msg[frameHeaderSize:], total, nil
+}
+
+// done discards a message read by readMessage.
+func (hs *handshakeState) done(total int) {
+	hs.c.in.consume(total)
+	hs.c.in.settle()
 }
 
 // eofUnexpected maps io.EOF to io.ErrUnexpectedEOF: a handshake cut at any
@@ -331,295 +287,231 @@ func eofUnexpected(err error) error {
 	return err
 }
 
-// makePropose draws the nonce and, unless disabled, an ephemeral key for
-// the most preferred key exchange, in that order (so that a fixed Rand
-// gives fixed bytes), and encodes the local Propose with its key share.
-func (hs *handshakeState) makePropose() error {
-	if _, err := io.ReadFull(hs.cfg.rand, hs.localNonce[:]); err != nil {
-		return hs.fail("propose", fmt.Errorf("secio: nonce: %w", err))
-	}
-	var extBuf [maxKeyShareExt + 5]byte // a share and the padding
-	p := propose{
-		version:  ProtocolVersion,
-		nonce:    hs.localNonce,
-		pubKey:   hs.cfg.key.pub.key,
-		maxFrame: uint32(hs.cfg.maxFrame),
-		kexes:    hs.cfg.kexes,
-		ciphers:  hs.cfg.ciphers,
-		ext:      extBuf[:0],
-	}
-	if !hs.cfg.noKeyShare {
-		k := hs.cfg.kexes[0]
-		eph, err := generateEphemeral(k, hs.cfg.rand, &hs.scalar)
-		if err != nil {
-			return hs.fail("propose", err)
-		}
-		hs.eph, hs.shareKex = eph, k
-		p.ext = appendKeyShare(p.ext, k, eph.PublicKey().Bytes())
-	}
-	if (proposeFixedLen+len(p.kexes)+len(p.ciphers)+len(p.ext))%2 == 0 {
-		// Keep the body length odd, so that a legacy TEA peer (whose
-		// frames are multiples of 8 bytes) always rejects it as malformed
-		// instead of decrypting it to garbage. Padding is the last
-		// extension (the highest type).
-		p.ext = append(p.ext, extPadding...)
-	}
-	start := len(hs.arena)
-	hs.arena = p.appendTo(hs.arena)
-	hs.localPropose = hs.arena[start:]
-	return nil
-}
-
-func (hs *handshakeState) readProposeMsg() error {
-	msg, err := hs.readMessage()
+// readServerHello reads the listener's answer: a ServerHello (left parsed
+// in hs.sh with its message still buffered) or a HelloRetryRequest, whose
+// key exchange it returns.
+func (hs *handshakeState) readServerHello() (KeyExchange, error) {
+	const step = "read server hello"
+	hs.step = step
+	body, total, err := hs.readMessage(maxServerHello)
 	if err != nil {
-		return err
+		return 0, hs.fail(step, err)
 	}
-	if err := parsePropose(&hs.remote, msg[frameHeaderSize:]); err != nil {
-		return err
+	retry, err := parseListenerReply(&hs.sh, body)
+	if err != nil {
+		return 0, hs.fail(step, err)
 	}
-	hs.remotePropose = msg
-	return nil
+	if retry != 0 {
+		hs.done(total)
+		return retry, nil
+	}
+	hs.pending = total
+	return 0, nil
 }
 
-// processPropose checks the remote identity and negotiates the order, the
-// key exchange, the cipher and the frame size, and decides whether the key
-// shares are used. No ECDH runs before the expected peer ID has been
-// checked (the local share's key was generated before sending).
-func (hs *handshakeState) processPropose() error {
-	const step = "propose"
-	p := &hs.remote
-	if p.version < 1 {
-		return hs.fail(step, fmt.Errorf("%w: peer speaks version %d", ErrUnsupportedVersion, p.version))
+// processServerHello checks the ServerHello against what the dialer
+// offered, finishes the key exchange and installs the handshake keys.
+func (hs *handshakeState) processServerHello(kex KeyExchange) error {
+	const step = "read server hello"
+	sh := &hs.sh
+	defer hs.done(hs.pending)
+	switch {
+	case sh.version != ProtocolVersion:
+		return hs.fail(step, fmt.Errorf("%w: listener answered with version %d", ErrUnsupportedVersion, sh.version))
+	case sh.kex != kex:
+		return hs.fail(step, fmt.Errorf("%w: listener chose %s, the dialer's share was %s", ErrInvalidMessage, sh.kex, kex))
+	case !contains(hs.cfg.ciphers, sh.suite):
+		return hs.fail(step, &NoCommonSuiteError{What: "cipher", Local: suiteNames(hs.cfg.ciphers), Remote: suiteNames([]aead.Suite{sh.suite})})
+	case len(sh.share) != kex.listenerShareSize():
+		return hs.fail(step, fmt.Errorf("%w: %s key share of %d bytes, want %d", ErrInvalidMessage, kex, len(sh.share), kex.listenerShareSize()))
 	}
-	pub, err := UnmarshalPublicKey(p.pubKey)
+	secret, err := hs.eph.dialerSecret(hs.secret[:0], sh.share)
+	hs.eph = ephemeral{}
 	if err != nil {
 		return hs.fail(step, err)
 	}
-	local := hs.cfg.key.pub
-	if pub.Equal(local) {
-		return hs.fail(step, fmt.Errorf("%w: remote identity is the local one (%s)", ErrSelfDial, local.id))
-	}
-	if exp := hs.cfg.expected; !exp.IsZero() && !exp.Matches(pub) {
-		return hs.fail(step, fmt.Errorf("%w: expected %s, got %s", ErrPeerIDMismatch, exp, pub.id))
-	}
-	hs.remotePub = pub
-
-	h1 := orderHash(pub.key, hs.localNonce[:])
-	h2 := orderHash(local.key, p.nonce[:])
-	switch bytes.Compare(h1[:], h2[:]) {
-	case 0:
-		return hs.fail(step, fmt.Errorf("%w: equal order hashes", ErrSelfDial))
-	case 1:
-		hs.first = true
-	}
-
-	var ok bool
-	if hs.first {
-		hs.kex, ok = selectFirst(hs.cfg.kexes, p.kexes)
-	} else {
-		hs.kex, ok = selectFirst(p.kexes, hs.cfg.kexes)
-	}
-	if !ok || !hs.kex.Valid() {
-		return hs.fail(step, &NoCommonSuiteError{What: "key exchange", Local: kexNames(hs.cfg.kexes), Remote: kexNames(p.kexes)})
-	}
-	if hs.first {
-		hs.suite, ok = selectFirst(hs.cfg.ciphers, p.ciphers)
-	} else {
-		hs.suite, ok = selectFirst(p.ciphers, hs.cfg.ciphers)
-	}
-	if !ok || !hs.suite.Valid() {
-		return hs.fail(step, &NoCommonSuiteError{What: "cipher", Local: suiteNames(hs.cfg.ciphers), Remote: suiteNames(p.ciphers)})
-	}
-	hs.sendMax = int(min(uint32(hs.cfg.maxFrame), p.maxFrame))
-	// Both sides see the same two Proposes and the same kex, so they take
-	// the same decision.
-	hs.useShares = hs.shareKex == hs.kex && p.shareKex == hs.kex
-	return nil
+	hs.secretLen = len(secret)
+	hs.kex, hs.suite = kex, sh.suite
+	hs.sendMax = int(min(uint32(hs.cfg.maxFrame), sh.maxFrame))
+	return hs.installKeys(contextHandshakeD2L, contextHandshakeL2D)
 }
 
-// orderHash is BLAKE3-256(public key || nonce), the ordering hash.
-func orderHash(pub, nonce []byte) [32]byte {
-	var b [PublicKeySize + NonceSize]byte
-	copy(b[:], pub)
-	copy(b[PublicKeySize:], nonce)
-	return blake3.Sum256(b[:])
-}
-
-// selectFirst returns the first entry of pref that also appears in other.
-func selectFirst[T comparable](pref, other []T) (T, bool) {
-	for _, a := range pref {
-		for _, b := range other {
-			if a == b {
-				return a, true
-			}
-		}
-	}
-	var zero T
-	return zero, false
-}
-
-// makeExchange encodes the local Exchange. A side whose key share was for
-// the negotiated key exchange sends the same key again; otherwise it draws
-// a new one.
-func (hs *handshakeState) makeExchange() error {
-	if hs.eph == nil || hs.shareKex != hs.kex {
-		eph, err := generateEphemeral(hs.kex, hs.cfg.rand, &hs.scalar)
-		if err != nil {
-			return hs.fail("exchange", err)
-		}
-		hs.eph = eph
-	}
-	e := exchange{kex: hs.kex, key: hs.eph.PublicKey().Bytes()}
-	start := len(hs.arena)
-	hs.arena = e.appendTo(hs.arena)
-	hs.localExchange = hs.arena[start:]
-	return nil
-}
-
-func (hs *handshakeState) readExchangeMsg() error {
-	msg, err := hs.readMessage()
-	if err != nil {
-		return err
-	}
-	if _, err := parseExchange(msg[frameHeaderSize:]); err != nil {
-		return err
-	}
-	hs.remoteExchange = msg
-	return nil
-}
-
-// processExchange checks the peer's Exchange.
-func (hs *handshakeState) processExchange() error {
-	e, err := parseExchange(hs.remoteExchange[frameHeaderSize:])
-	if err != nil {
-		return hs.fail("exchange", err)
-	}
-	if e.kex != hs.kex {
-		return hs.fail("exchange", fmt.Errorf("%w: peer used %s, negotiated %s", ErrInvalidKeyExchange, e.kex, hs.kex))
-	}
-	return nil
-}
-
-// deriveKeys runs ECDH with the peer's ephemeral key (from its key share or
-// its Exchange), computes the transcript hash and installs one AEAD per
-// direction.
-func (hs *handshakeState) deriveKeys() error {
-	step, peerKey := "key share", hs.remote.shareKey()
-	if !hs.useShares {
-		// The key ends the Exchange checked by processExchange (type,
-		// code and u16 length before it).
-		step, peerKey = "exchange", hs.remoteExchange[frameHeaderSize+4:]
-	}
-	secret, err := sharedSecret(hs.kex, hs.eph, peerKey)
-	hs.eph = nil
-	if err != nil {
-		return hs.fail(step, err)
-	}
-	defer clear(secret)
-
-	// T = BLAKE3-derive-key(P1 || P2), or (P1 || P2 || E1 || E2) after an
-	// Exchange flight, assembled in the arena.
-	start := len(hs.arena)
-	pF, pS, eF, eS := hs.localPropose, hs.remotePropose, hs.localExchange, hs.remoteExchange
-	if !hs.first {
-		pF, pS, eF, eS = pS, pF, eS, eF
-	}
-	hs.arena = append(hs.arena, pF...)
-	hs.arena = append(hs.arena, pS...)
-	if !hs.useShares {
-		hs.arena = append(hs.arena, eF...)
-		hs.arena = append(hs.arena, eS...)
-	}
-	blake3.DeriveKey(hs.transcript[:], contextTranscript, hs.arena[start:])
-	hs.arena = hs.arena[:start]
-
-	var matBuf [32 + 66]byte // T || secret (32 bytes for both groups)
-	material := append(append(matBuf[:0], hs.transcript[:]...), secret...)
-	var kFirst, kSecond [32]byte
-	defer clear(matBuf[:])
-	defer clear(kFirst[:])
-	defer clear(kSecond[:])
+// installKeys derives one key per direction from the transcript so far and
+// the shared secret, with the given contexts, and installs them with fresh
+// counters.
+func (hs *handshakeState) installKeys(d2l, l2d string) error {
+	var material [32 + maxSecretSize]byte
+	var kD2L, kL2D [32]byte
+	defer clear(material[:])
+	defer clear(kD2L[:])
+	defer clear(kL2D[:])
+	t := hs.transcript()
+	n := copy(material[:], t[:])
+	n += copy(material[n:], hs.secret[:hs.secretLen])
 	ks := hs.suite.KeySize()
-	blake3.DeriveKey(kFirst[:ks], contextKeyFirst, material)
-	blake3.DeriveKey(kSecond[:ks], contextKeySecond, material)
-	outKey, inKey := kFirst[:ks], kSecond[:ks]
-	if !hs.first {
-		outKey, inKey = inKey, outKey
+	blake3.DeriveKey(kD2L[:ks], d2l, material[:n])
+	blake3.DeriveKey(kL2D[:ks], l2d, material[:n])
+	out, in := kD2L[:ks], kL2D[:ks]
+	if !hs.dialer {
+		out, in = in, out
 	}
-	outAEAD, err := aead.New(hs.suite, outKey)
-	if err != nil {
-		return hs.fail(step, err)
+	if err := hs.c.out.setKey(hs.suite, out); err != nil {
+		return hs.fail(hs.step, err)
 	}
-	inAEAD, err := aead.New(hs.suite, inKey)
-	if err != nil {
-		return hs.fail(step, err)
+	if err := hs.c.in.setKey(hs.suite, in); err != nil {
+		return hs.fail(hs.step, err)
 	}
-	c := hs.c
-	c.out.aead, c.in.aead = outAEAD, inAEAD
-	c.out.maxLen = hs.sendMax
-	c.in.maxLen = hs.cfg.maxFrame + outAEAD.Overhead()
+	// Only the Auth record travels under a handshake key.
+	hs.c.in.maxLen = authLen + recordTypeSize + hs.suite.Overhead()
 	return nil
+}
+
+// transcript returns the hash of every handshake byte so far.
+func (hs *handshakeState) transcript() [32]byte {
+	h := hs.th
+	var t [32]byte
+	h.Sum(t[:0])
+	return t
 }
 
 // signedLen is the length of a signed message.
-const signedLen = len(signaturePrefix) + 1 + 32
+const signedLen = len(signaturePrefix) + 1 + 32 + PublicKeySize
 
 // signedMessage is what a side with the given role signs: a prefix, the
-// role byte and the transcript hash.
-func signedMessage(role byte, transcript [32]byte) [signedLen]byte {
+// role byte, the transcript hash up to its Auth message and its own
+// identity key.
+func signedMessage(role byte, transcript [32]byte, pub []byte) [signedLen]byte {
 	var m [signedLen]byte
 	n := copy(m[:], signaturePrefix)
 	m[n] = role
-	copy(m[n+1:], transcript[:])
+	n++
+	n += copy(m[n:], transcript[:])
+	copy(m[n:], pub)
 	return m
 }
 
-func (hs *handshakeState) roles() (local, remote byte) {
-	if hs.first {
-		return roleFirst, roleSecond
+// sealAuth appends the local Auth record (identity and signature over the
+// transcript so far) to b, sealed under the handshake key, and adds it to
+// the transcript. A non-nil pt replaces the plaintext (record type
+// included): the fuzz targets use it to reach the peer's decrypted Auth.
+func (hs *handshakeState) sealAuth(b, pt []byte) ([]byte, error) {
+	typ, role := byte(msgListenerAuth), byte(roleListener)
+	if hs.dialer {
+		typ, role = msgDialerAuth, roleDialer
 	}
-	return roleSecond, roleFirst
+	var buf [authLen + recordTypeSize]byte
+	if pt == nil {
+		pub := hs.cfg.key.pub.key
+		m := signedMessage(role, hs.transcript(), pub)
+		pt = appendAuth(buf[:0], typ, pub, hs.cfg.key.Sign(m[:]))
+		pt = append(pt, recordHandshake)
+	}
+	frame, err := hs.c.out.sealRecord(pt[:len(pt)-recordTypeSize], pt[len(pt)-recordTypeSize])
+	if err != nil {
+		return b, err
+	}
+	hs.th.Write(*frame)
+	b = append(b, *frame...)
+	putBuffer(frame)
+	return b, nil
 }
 
-// sealConfirm builds the first encrypted frame, the peer's nonce and the
-// local signature over the transcript, in a pooled buffer.
-func (hs *handshakeState) sealConfirm() (*[]byte, error) {
-	local, _ := hs.roles()
-	m := signedMessage(local, hs.transcript)
-	sig := hs.cfg.key.Sign(m[:])
-	pt := appendConfirm(hs.ownConfirm[:0], hs.remote.nonce, sig)
-	return hs.c.out.sealFrame(pt)
-}
-
-// readConfirm reads the peer's first frame and checks the echoed nonce, then
-// the peer's signature.
-func (hs *handshakeState) readConfirm() error {
+// readAuth reads the peer's Auth record, checks its identity (small-order
+// keys, self-dial, Config.ExpectedPeer) and then its signature.
+func (hs *handshakeState) readAuth(step string) error {
+	hs.step = step
 	in := &hs.c.in
-	n, err := in.readFrame(hs.c.conn, hs.confirm[:])
+	hdr, body, total, err := in.nextFrame(hs.c.conn)
 	if err != nil {
-		return eofUnexpected(err)
+		if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrInvalidFrame) {
+			// Not an Auth record (a hello where one is due, say).
+			err = fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+		}
+		return hs.fail(step, eofUnexpected(err))
 	}
-	pt := hs.confirm[:n]
-	if n == 0 {
-		// Longer than a Confirm (or empty): left in the buffer.
-		pt = in.plain
-		in.plain = nil
-		defer in.settle()
+	t := hs.transcript() // what the peer signed
+	hs.th.Write(hdr)
+	hs.th.Write(body)
+	typ, role := byte(msgDialerAuth), byte(roleDialer)
+	if hs.dialer {
+		typ, role = msgListenerAuth, roleListener
 	}
-	cf, err := parseConfirm(pt)
+	nonce, err := in.ctr.next()
 	if err != nil {
+		return hs.fail(step, err)
+	}
+	pt, err := in.aead.Open(body[:0], nonce, body, hdr)
+	if err != nil {
+		return hs.fail(step, ErrAuthFailed)
+	}
+	in.consume(total)
+	defer in.settle()
+	n := len(pt) - recordTypeSize
+	if pt[n] != recordHandshake {
+		return hs.fail(step, fmt.Errorf("%w: record type 0x%02x, want handshake", ErrInvalidMessage, pt[n]))
+	}
+	rawPub, sig, err := parseAuth(pt[:n], typ)
+	if err != nil {
+		return hs.fail(step, err)
+	}
+	pub, err := hs.checkIdentity(rawPub)
+	if err != nil {
+		return hs.fail(step, err)
+	}
+	m := signedMessage(role, t, rawPub)
+	if !pub.Verify(m[:], sig) {
+		return hs.fail(step, ErrInvalidSignature)
+	}
+	hs.remotePub = pub
+	return nil
+}
+
+// checkIdentity refuses small-order keys, the local key (a self-dial) and,
+// if set, any key but the expected peer's.
+func (hs *handshakeState) checkIdentity(raw []byte) (*PublicKey, error) {
+	if smallOrder(raw) {
+		return nil, fmt.Errorf("%w: small-order Ed25519 identity key", ErrInvalidKey)
+	}
+	pub, err := UnmarshalPublicKey(raw)
+	if err != nil {
+		return nil, err
+	}
+	local := hs.cfg.key.pub
+	if pub.Equal(local) {
+		return nil, fmt.Errorf("%w: remote identity is the local one (%s)", ErrSelfDial, local.id)
+	}
+	if exp := hs.cfg.expected; !exp.IsZero() && !exp.Matches(pub) {
+		return nil, fmt.Errorf("%w: expected %s, got %s", ErrPeerIDMismatch, exp, pub.id)
+	}
+	return pub, nil
+}
+
+func (hs *handshakeState) readListenerAuth() error { return hs.readAuth("read listener auth") }
+
+// sendDialerAuth writes the dialer's Auth record, the last flight (pt as
+// in sealAuth).
+func (hs *handshakeState) sendDialerAuth(pt []byte) error {
+	const step = "write dialer auth"
+	var buf [frameHeaderSize + authLen + recordTypeSize + 16]byte
+	msg, err := hs.sealAuth(buf[:0], pt)
+	if err != nil {
+		return hs.fail(step, err)
+	}
+	if _, err := hs.c.conn.Write(msg); err != nil {
+		return hs.fail(step, err)
+	}
+	return nil
+}
+
+// finish installs the traffic keys and the negotiated limits.
+func (hs *handshakeState) finish() error {
+	if err := hs.installKeys(contextTrafficD2L, contextTrafficL2D); err != nil {
 		return err
 	}
-	if cf.nonce != hs.localNonce {
-		return ErrNonceMismatch
-	}
-	_, remote := hs.roles()
-	m := signedMessage(remote, hs.transcript)
-	if !hs.remotePub.Verify(m[:], cf.sig) {
-		return ErrInvalidSignature
-	}
 	c := hs.c
+	c.out.sealed = 0
+	c.out.maxLen = hs.sendMax
+	c.in.maxLen = hs.cfg.maxFrame + recordTypeSize + hs.suite.Overhead()
 	c.local = hs.cfg.key.pub.id
 	c.remote = hs.remotePub.id
 	c.remotePub = hs.remotePub
@@ -627,4 +519,166 @@ func (hs *handshakeState) readConfirm() error {
 	c.kex = hs.kex
 	c.secure = true
 	return nil
+}
+
+// runListener is the listener's handshake: ClientHello (within the hello
+// timeout), possibly a retry, ServerHello and ListenerAuth in one write,
+// then the dialer's Auth.
+func (hs *handshakeState) runListener(end time.Time) error {
+	if err := hs.readClientHello(end); err != nil {
+		return err
+	}
+	if err := hs.sendServerHello(nil); err != nil {
+		return err
+	}
+	if err := hs.readAuth("read dialer auth"); err != nil {
+		return err
+	}
+	return hs.finish()
+}
+
+// readClientHello reads the ClientHello, bounded by the hello timeout,
+// chooses the key exchange and cipher, and asks once for another share if
+// the dialer's does not fit. It leaves the last ClientHello parsed in hs.ch
+// and its bytes buffered (hs.pending long).
+func (hs *handshakeState) readClientHello(end time.Time) error {
+	const step = "read client hello"
+	hs.step = step
+	if !hs.deadline.IsZero() && hs.cfg.helloTimeout < hs.cfg.timeout {
+		// A stranger gets a short time to say anything at all.
+		d := time.Now().Add(hs.cfg.helloTimeout)
+		if hs.c.conn.SetDeadline(d) == nil {
+			hs.deadline = d
+		}
+	}
+	body, total, err := hs.readMessage(maxClientHello)
+	if err != nil {
+		return hs.fail(step, err)
+	}
+	if hs.deadline != end && !hs.deadline.IsZero() {
+		if err := hs.c.conn.SetDeadline(end); err != nil {
+			return hs.fail(step, err)
+		}
+		hs.deadline = end
+		if err := hs.ctx.Err(); err != nil {
+			return hs.fail(step, context.Cause(hs.ctx))
+		}
+	}
+	ch := &hs.ch
+	if err := parseClientHello(ch, body); err != nil {
+		return hs.fail(step, err)
+	}
+	if ch.version < ProtocolVersion {
+		return hs.fail(step, fmt.Errorf("%w: peer speaks version %d", ErrUnsupportedVersion, ch.version))
+	}
+	kex := ch.shareKex
+	if !kex.Valid() || !contains(hs.cfg.kexes, kex) || !contains(ch.kexes, kex) {
+		var ok bool
+		if kex, ok = selectFirst(hs.cfg.kexes, ch.kexes); !ok {
+			return hs.fail(step, &NoCommonSuiteError{What: "key exchange", Local: kexNames(hs.cfg.kexes), Remote: kexNames(ch.kexes)})
+		}
+		hs.done(total)
+		if err := hs.retry(kex); err != nil {
+			return err
+		}
+		if body, total, err = hs.readMessage(maxClientHello); err != nil {
+			return hs.fail(step, err)
+		}
+		if err := parseClientHello(ch, body); err != nil {
+			return hs.fail(step, err)
+		}
+		if ch.shareKex != kex || !contains(ch.kexes, kex) {
+			return hs.fail(step, fmt.Errorf("%w: retried ClientHello has a %s share, asked for %s", ErrInvalidMessage, ch.shareKex, kex))
+		}
+	}
+	suite, ok := selectFirst(hs.cfg.ciphers, ch.ciphers)
+	if !ok {
+		return hs.fail(step, &NoCommonSuiteError{What: "cipher", Local: suiteNames(hs.cfg.ciphers), Remote: suiteNames(ch.ciphers)})
+	}
+	hs.kex, hs.suite = kex, suite
+	hs.sendMax = int(min(uint32(hs.cfg.maxFrame), ch.maxFrame))
+	hs.pending = total
+	return nil
+}
+
+// retry writes a HelloRetryRequest for kex.
+func (hs *handshakeState) retry(kex KeyExchange) error {
+	var buf [frameHeaderSize + helloRetryLen]byte
+	msg := appendHelloRetry(buf[:0], kex)
+	hs.th.Write(msg)
+	if _, err := hs.c.conn.Write(msg); err != nil {
+		return hs.fail("write hello retry", err)
+	}
+	return nil
+}
+
+// sendServerHello completes the key exchange with the dialer's share and
+// writes the ServerHello and the ListenerAuth record together (auth as pt
+// in sealAuth).
+func (hs *handshakeState) sendServerHello(auth []byte) error {
+	const step = "write server hello"
+	hs.step = step
+	total := hs.pending
+	eph, err := generateEphemeral(hs.kex, hs.cfg.rand, false)
+	if err != nil {
+		hs.done(total)
+		return hs.fail(step, err)
+	}
+	var shareBuf [hybridListen]byte
+	share, secret, err := eph.listenerSecret(shareBuf[:0], hs.secret[:0], hs.ch.share, hs.cfg.rand)
+	hs.done(total) // the dialer's share is used up
+	hs.ch.share = nil
+	if err != nil {
+		return hs.fail("read client hello", err)
+	}
+	hs.secretLen = len(secret)
+	if _, err := io.ReadFull(hs.cfg.rand, hs.nonce[:]); err != nil {
+		return hs.fail(step, fmt.Errorf("secio: nonce: %w", err))
+	}
+	sh := serverHello{
+		version:  ProtocolVersion,
+		nonce:    hs.nonce,
+		maxFrame: uint32(hs.cfg.maxFrame),
+		kex:      hs.kex,
+		suite:    hs.suite,
+		share:    share,
+	}
+	buf := getBuffer(frameHeaderSize + maxServerHello + frameHeaderSize + authLen + recordTypeSize + 16)
+	msg := appendServerHello((*buf)[:0], &sh)
+	hs.th.Write(msg)
+	if err := hs.installKeys(contextHandshakeD2L, contextHandshakeL2D); err != nil {
+		putBuffer(buf)
+		return err
+	}
+	if msg, err = hs.sealAuth(msg, auth); err != nil {
+		putBuffer(buf)
+		return hs.fail(step, err)
+	}
+	_, err = hs.c.conn.Write(msg)
+	putBuffer(buf)
+	if err != nil {
+		return hs.fail(step, err)
+	}
+	return nil
+}
+
+// contains reports whether list holds v.
+func contains[T comparable](list []T, v T) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// selectFirst returns the first entry of pref that also appears in other.
+func selectFirst[T comparable](pref, other []T) (T, bool) {
+	for _, a := range pref {
+		if contains(other, a) {
+			return a, true
+		}
+	}
+	var zero T
+	return zero, false
 }

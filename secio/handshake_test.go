@@ -3,7 +3,7 @@ package secio
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,31 +19,612 @@ import (
 	"github.com/tendril-p2p/tendril/cipher/aead"
 )
 
-// handshakeLens returns the byte lengths of the handshake messages that a
-// side with config ca sends to a peer with config cb: Propose and Confirm
-// when the key shares are used, Propose, Exchange and Confirm otherwise.
-func handshakeLens(t *testing.T, ca, cb *Config) []int {
-	t.Helper()
-	var rec recorder
-	a, b := net.Pipe()
-	ra := &recordConn{Conn: a, rec: &rec}
-	sa, sb, errA, errB := handshakePair(ra, b, ca, cb)
-	if errA != nil || errB != nil {
-		t.Fatal(errA, errB)
-	}
-	sa.Close()
-	sb.Close()
-	var lens []int
-	for _, w := range rec.writes {
-		lens = append(lens, len(w))
-	}
-	return lens
+// classical returns cfg restricted to X25519.
+func classical(cfg *Config) *Config {
+	cfg.KeyExchanges = []KeyExchange{X25519}
+	return cfg
 }
 
-// noShare returns cfg set up as a peer that sends no key share.
-func noShare(cfg *Config) *Config {
-	cfg.noKeyShare = true
-	return cfg
+// handshakeModes are the key exchanges every handshake-level test runs
+// with: the default hybrid and a classical one.
+var handshakeModes = []struct {
+	name string
+	cfg  func(string) *Config
+	kex  KeyExchange
+}{
+	{"hybrid", testConfig, X25519MLKEM768},
+	{"classical", func(l string) *Config { return classical(testConfig(l)) }, X25519},
+}
+
+// streamLens returns how many handshake bytes the client and the server
+// write with these configs.
+func streamLens(t *testing.T, ca, cb *Config) (client, server int) {
+	t.Helper()
+	sa, sb, wa, wb := recordedHandshake(t, ca, cb)
+	sa.Close()
+	sb.Close()
+	for _, w := range wa.writes[:2] { // ClientHello, DialerAuth
+		client += len(w)
+	}
+	server = len(wb.writes[0]) // ServerHello and ListenerAuth
+	return client, server
+}
+
+// TestFlippedBitInHandshake flips one bit of each handshake byte in turn,
+// in each direction. The receiver of the changed byte always fails; a
+// change before the dialer's last flight fails both sides; a change in
+// the dialer's Auth record fails the listener, and the dialer (which
+// returned at once) then finds its Conn ended.
+func TestFlippedBitInHandshake(t *testing.T) {
+	for _, mode := range handshakeModes {
+		for _, dir := range []string{"a->b", "b->a"} {
+			t.Run(mode.name+" "+dir, func(t *testing.T) {
+				// Flips of a length prefix wait for the handshake timeout.
+				t.Parallel()
+				nc, ns := streamLens(t, mode.cfg("a"), mode.cfg("b"))
+				total, lastFlight := ns, ns
+				if dir == "a->b" {
+					total, lastFlight = nc, nc-(frameHeaderSize+authLen+recordTypeSize+16)
+				}
+				for off := range total {
+					flipAt(t, mode.cfg, dir, off, off >= lastFlight)
+				}
+			})
+		}
+	}
+}
+
+func flipAt(t *testing.T, cfg func(string) *Config, dir string, off int, inDialerAuth bool) {
+	bit := byte(1) << (off % 8)
+	flip := func(o int, b byte) int {
+		if o == off {
+			return int(b ^ bit)
+		}
+		return int(b)
+	}
+	editAB, editBA := flip, noEdit
+	if dir == "b->a" {
+		editAB, editBA = noEdit, flip
+	}
+	ca, cb := cfg("a"), cfg("b")
+	ca.HandshakeTimeout, cb.HandshakeTimeout = time.Second, time.Second
+	sa, _, errA, errB := mitmHandshake(t, ca, cb, editAB, editBA)
+	recvErr, sendErr := errB, errA
+	if dir == "b->a" {
+		recvErr, sendErr = errA, errB
+	}
+	if recvErr == nil {
+		t.Fatalf("%s offset %d: receiver accepted a modified handshake", dir, off)
+	}
+	if !inDialerAuth && sendErr == nil {
+		t.Fatalf("%s offset %d: sender completed the handshake (receiver: %v)", dir, off, recvErr)
+	}
+	if inDialerAuth {
+		// The body fails to open; a changed length prefix is too long
+		// for an Auth record, or too short to open.
+		if !errors.Is(errB, ErrAuthFailed) && !errors.Is(errB, ErrInvalidMessage) {
+			t.Fatalf("offset %d (dialer auth): %v", off, errB)
+		}
+		if errA == nil {
+			if _, err := sa.Read(make([]byte, 1)); err == nil {
+				t.Fatalf("offset %d: the dialer's Conn still reads after the listener refused it", off)
+			}
+		}
+	}
+}
+
+// TestTruncatedHandshake cuts each direction's handshake bytes at every
+// offset: the side waiting for the rest fails with io.ErrUnexpectedEOF and
+// a named step.
+func TestTruncatedHandshake(t *testing.T) {
+	for _, mode := range handshakeModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			nc, ns := streamLens(t, mode.cfg("a"), mode.cfg("b"))
+			for _, dir := range []string{"a->b", "b->a"} {
+				total := nc
+				if dir == "b->a" {
+					total = ns
+				}
+				for off := range total {
+					cut := func(o int, b byte) int {
+						if o == off {
+							return -1
+						}
+						return int(b)
+					}
+					editAB, editBA := cut, noEdit
+					if dir == "b->a" {
+						editAB, editBA = noEdit, cut
+					}
+					_, _, errA, errB := mitmHandshake(t, mode.cfg("a"), mode.cfg("b"), editAB, editBA)
+					recv := errB
+					if dir == "b->a" {
+						recv = errA
+					}
+					if !errors.Is(recv, io.ErrUnexpectedEOF) {
+						t.Fatalf("%s cut at %d: receiver error %v, want io.ErrUnexpectedEOF", dir, off, recv)
+					}
+					var he *HandshakeError
+					if !errors.As(recv, &he) || he.Step == "" {
+						t.Fatalf("%s cut at %d: %v has no step", dir, off, recv)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Two dialers spliced together each read a ClientHello where a ServerHello
+// is due: both fail at once (over TCP: over net.Pipe both would block in
+// their first write). Two listeners both wait for a ClientHello and time
+// out.
+func TestSplicedRoles(t *testing.T) {
+	for _, mode := range handshakeModes {
+		a, b := tcpPair(t)
+		var wg sync.WaitGroup
+		var errA, errB error
+		wg.Add(2)
+		go func() { defer wg.Done(); _, errA = Client(context.Background(), a, mode.cfg("a")) }()
+		go func() { defer wg.Done(); _, errB = Client(context.Background(), b, mode.cfg("b")) }()
+		wg.Wait()
+		for _, err := range []error{errA, errB} {
+			if !errors.Is(err, ErrInvalidMessage) {
+				t.Fatalf("%s: spliced clients: %v, want ErrInvalidMessage", mode.name, err)
+			}
+		}
+	}
+	a, b := net.Pipe()
+	ca, cb := testConfig("a"), testConfig("b")
+	ca.HelloTimeout, cb.HelloTimeout = 100*time.Millisecond, 100*time.Millisecond
+	var wg sync.WaitGroup
+	var errA, errB error
+	wg.Add(2)
+	go func() { defer wg.Done(); _, errA = Server(context.Background(), a, ca) }()
+	go func() { defer wg.Done(); _, errB = Server(context.Background(), b, cb) }()
+	wg.Wait()
+	if !errors.Is(errA, ErrHandshakeTimeout) || !errors.Is(errB, ErrHandshakeTimeout) {
+		t.Fatalf("spliced servers: %v / %v, want ErrHandshakeTimeout", errA, errB)
+	}
+}
+
+// A ClientHello reflected back to its sender is not a ServerHello.
+func TestReflectedHello(t *testing.T) {
+	x, y := net.Pipe()
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := y.Read(buf)
+			if err != nil {
+				return
+			}
+			if _, err := y.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}()
+	_, err := Client(context.Background(), x, testConfig("a"))
+	if !errors.Is(err, ErrInvalidMessage) {
+		t.Fatalf("reflected: %v, want ErrInvalidMessage", err)
+	}
+	y.Close()
+}
+
+func TestHandshakeNegotiation(t *testing.T) {
+	cases := []struct {
+		name      string
+		a, b      []aead.Suite
+		ka, kb    []KeyExchange
+		wantErr   error
+		wantSuite aead.Suite
+		wantKex   KeyExchange
+	}{
+		{"no common cipher", []aead.Suite{aead.AES128GCM}, []aead.Suite{aead.ChaCha20Poly1305}, nil, nil, ErrNoCommonSuite, 0, 0},
+		{"no common kex", nil, nil, []KeyExchange{X25519}, []KeyExchange{P256}, ErrNoCommonSuite, 0, 0},
+		{"one common", []aead.Suite{aead.AES128GCM, aead.AES256GCM}, []aead.Suite{aead.ChaCha20Poly1305, aead.AES256GCM}, nil, nil, nil, aead.AES256GCM, X25519MLKEM768},
+		// The listener's order decides the cipher.
+		{"opposite orders", []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}, []aead.Suite{aead.ChaCha20Poly1305, aead.AES128GCM}, nil, nil, nil, aead.ChaCha20Poly1305, X25519MLKEM768},
+		// The dialer's share is used when the listener accepts its exchange.
+		{"dialer prefers classical", nil, nil, []KeyExchange{P256, X25519MLKEM768}, nil, nil, 0, P256},
+		// Otherwise the listener asks for its favourite (one retry).
+		{"retry to hybrid", nil, nil, []KeyExchange{X25519, X25519MLKEM768}, []KeyExchange{X25519MLKEM768}, nil, 0, X25519MLKEM768},
+		{"retry to classical", nil, nil, nil, []KeyExchange{P256}, nil, 0, P256},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ca, cb := testConfig("a"), testConfig("b")
+			ca.Ciphers, cb.Ciphers = tc.a, tc.b
+			ca.KeyExchanges, cb.KeyExchanges = tc.ka, tc.kb
+			a, b := net.Pipe()
+			sa, sb, errA, errB := handshakePair(a, b, ca, cb)
+			if tc.wantErr != nil {
+				if !errors.Is(errA, tc.wantErr) && !errors.Is(errB, tc.wantErr) {
+					t.Fatalf("errors %v / %v, want %v", errA, errB, tc.wantErr)
+				}
+				if errA == nil || errB == nil {
+					t.Fatalf("errors %v / %v: a side completed", errA, errB)
+				}
+				var nc *NoCommonSuiteError
+				err := errB
+				if !errors.As(err, &nc) {
+					err = errA
+				}
+				if !errors.As(err, &nc) || len(nc.Local) == 0 || len(nc.Remote) == 0 ||
+					!strings.Contains(err.Error(), "local [") || !strings.Contains(err.Error(), "remote [") {
+					t.Fatalf("error %v does not name both lists", err)
+				}
+				return
+			}
+			if errA != nil || errB != nil {
+				t.Fatal(errA, errB)
+			}
+			defer sa.Close()
+			defer sb.Close()
+			if sa.Suite() != sb.Suite() || sa.KeyExchange() != sb.KeyExchange() {
+				t.Fatalf("sides disagree: %s/%s vs %s/%s", sa.Suite(), sa.KeyExchange(), sb.Suite(), sb.KeyExchange())
+			}
+			if tc.wantSuite != 0 && sa.Suite() != tc.wantSuite {
+				t.Fatalf("suite %s, want %s", sa.Suite(), tc.wantSuite)
+			}
+			if sa.KeyExchange() != tc.wantKex {
+				t.Fatalf("key exchange %s, want %s", sa.KeyExchange(), tc.wantKex)
+			}
+			exchangeData(t, sa, sb, []int{1, 1000})
+		})
+	}
+}
+
+// fakeListener answers a ClientHello with the given raw replies (then
+// waits), and returns the Client's error.
+func fakeListener(t *testing.T, cfg *Config, replies ...[]byte) error {
+	t.Helper()
+	a, b := net.Pipe()
+	defer b.Close()
+	go func() {
+		for _, r := range replies {
+			var hdr [4]byte
+			if _, err := io.ReadFull(b, hdr[:]); err != nil {
+				return
+			}
+			if _, err := io.CopyN(io.Discard, b, int64(binary.BigEndian.Uint32(hdr[:]))); err != nil {
+				return
+			}
+			if _, err := b.Write(r); err != nil {
+				return
+			}
+		}
+		io.Copy(io.Discard, b)
+	}()
+	cfg.HandshakeTimeout = time.Second
+	_, err := Client(context.Background(), a, cfg)
+	if err == nil {
+		t.Fatal("handshake succeeded")
+	}
+	return err
+}
+
+// A HelloRetryRequest must ask for an exchange the dialer offered and did
+// not already send, and comes at most once.
+func TestHelloRetryChecks(t *testing.T) {
+	hrr := func(k KeyExchange) []byte { return appendHelloRetry(nil, k) }
+	for name, replies := range map[string][][]byte{
+		"not offered":  {hrr(P256)},
+		"same as sent": {hrr(X25519MLKEM768)},
+		"unknown":      {hrr(9)},
+		"twice":        {hrr(X25519), hrr(X25519MLKEM768)},
+		"zero":         {hrr(0)},
+	} {
+		cfg := testConfig("a")
+		cfg.KeyExchanges = []KeyExchange{X25519MLKEM768, X25519}
+		if err := fakeListener(t, cfg, replies...); !errors.Is(err, ErrInvalidMessage) {
+			t.Errorf("%s: %v, want ErrInvalidMessage", name, err)
+		}
+	}
+	// A retried ClientHello must carry the share asked for.
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() {
+		cfg := testConfig("a")
+		cfg.KeyExchanges = []KeyExchange{X25519}
+		cfg.Rand = newDetRand("retry")
+		var nonce [NonceSize]byte
+		msg := appendClientHello(nil, &nonce, 1<<20, []KeyExchange{X25519, P256}, aead.Preferred(), X25519, make([]byte, 32))
+		a.Write(msg)
+		var hrr [frameHeaderSize + helloRetryLen]byte
+		io.ReadFull(a, hrr[:])
+		a.Write(msg) // the same X25519 share again
+		io.Copy(io.Discard, a)
+	}()
+	cb := testConfig("b")
+	cb.KeyExchanges = []KeyExchange{P256}
+	if _, err := Server(context.Background(), b, cb); !errors.Is(err, ErrInvalidMessage) {
+		t.Fatalf("retried ClientHello with the old share: %v, want ErrInvalidMessage", err)
+	}
+}
+
+// ExpectedPeer is checked on the listener's decrypted identity, before the
+// dialer reveals its own: the listener never receives a DialerAuth.
+func TestExpectedPeer(t *testing.T) {
+	for _, mode := range handshakeModes {
+		ca, cb := mode.cfg("a"), mode.cfg("b")
+		ca.ExpectedPeer = testKey("c").PeerID()
+		x, y := net.Pipe()
+		var rec recorder
+		_, _, errA, errB := handshakePair(&recordConn{Conn: x, rec: &rec}, y, ca, cb)
+		if !errors.Is(errA, ErrPeerIDMismatch) {
+			t.Fatalf("client: %v, want ErrPeerIDMismatch", errA)
+		}
+		if !strings.Contains(errA.Error(), testKey("b").PeerID().String()) {
+			t.Fatalf("error %q does not name the peer", errA)
+		}
+		var he *HandshakeError
+		if !errors.Is(errB, io.ErrUnexpectedEOF) || !errors.As(errB, &he) || he.Step != "read dialer auth" {
+			t.Fatalf("server: %v, want io.ErrUnexpectedEOF reading the dialer's auth", errB)
+		}
+		if len(rec.writes) != 1 {
+			t.Fatalf("the client wrote %d messages, want only its ClientHello", len(rec.writes))
+		}
+		ca.ExpectedPeer = testKey("b").PeerID()
+		sa, _ := securePair(t, transports[0], ca, cb)
+		if sa.RemotePeer() != ca.ExpectedPeer {
+			t.Fatal("wrong peer")
+		}
+	}
+}
+
+func TestSelfDial(t *testing.T) {
+	a, b := net.Pipe()
+	_, _, errA, errB := handshakePair(a, b, testConfig("a"), testConfig("a"))
+	if !errors.Is(errA, ErrSelfDial) || errB == nil {
+		t.Fatalf("errors %v / %v, want ErrSelfDial for the dialer and a failure for the listener", errA, errB)
+	}
+	// A dialer holding the listener's key reaches the listener's check too.
+	a, b = net.Pipe()
+	cfg := testConfig("a")
+	evil := testConfig("b")
+	evil.PrivateKey = cfg.PrivateKey
+	go func() { defer a.Close(); dialerWithoutChecks(a, evil) }()
+	if _, err := Server(context.Background(), b, cfg); !errors.Is(err, ErrSelfDial) {
+		t.Fatalf("listener: %v, want ErrSelfDial", err)
+	}
+}
+
+// dialerWithoutChecks runs the dialer's side with the identity checks on
+// the listener's Auth skipped, to reach the listener's own checks.
+func dialerWithoutChecks(conn net.Conn, cfg *Config) error {
+	hs := &handshakeState{ctx: context.Background(), dialer: true}
+	if err := cfg.resolve(&hs.cfg); err != nil {
+		return err
+	}
+	hs.c = newConn(conn)
+	hs.th = transcriptStart
+	io.ReadFull(hs.cfg.rand, hs.nonce[:])
+	kex := hs.cfg.kexes[0]
+	if err := hs.sendClientHello(kex); err != nil {
+		return err
+	}
+	if _, err := hs.readServerHello(); err != nil {
+		return err
+	}
+	if err := hs.processServerHello(kex); err != nil {
+		return err
+	}
+	in := &hs.c.in
+	hdr, body, total, err := in.nextFrame(conn)
+	if err != nil {
+		return err
+	}
+	hs.th.Write(hdr)
+	hs.th.Write(body)
+	nonce, _ := in.ctr.next()
+	if _, err := in.aead.Open(body[:0], nonce, body, hdr); err != nil {
+		return err
+	}
+	in.consume(total)
+	return hs.sendDialerAuth(nil)
+}
+
+// smallOrderKey returns a PrivateKey whose public half claims a small-order
+// encoding (its signatures are made with another key and do not verify:
+// the check must come first).
+func smallOrderKey(i int, sign bool) *PrivateKey {
+	k := testKey("small")
+	enc := smallOrderKeys[i]
+	if sign {
+		enc[PublicKeySize-1] |= 0x80
+	}
+	pub := &PublicKey{raw: enc}
+	pub.key = pub.raw[:]
+	pub.id = peerIDFromEncoding(pub.key)
+	return &PrivateKey{key: k.key, pub: pub}
+}
+
+// Small-order identity keys are refused by both roles, whatever their
+// sign bit, before their signature is looked at.
+func TestSmallOrderIdentity(t *testing.T) {
+	for i := range smallOrderKeys {
+		for _, sign := range []bool{false, true} {
+			evil := testConfig("b")
+			evil.PrivateKey = smallOrderKey(i, sign)
+			a, b := net.Pipe()
+			_, _, errA, _ := handshakePair(a, b, testConfig("a"), evil)
+			if !errors.Is(errA, ErrInvalidKey) {
+				t.Fatalf("listener key %d (sign %v): dialer error %v, want ErrInvalidKey", i, sign, errA)
+			}
+			a, b = net.Pipe()
+			go func() { defer a.Close(); dialerWithoutChecks(a, evil) }()
+			if _, err := Server(context.Background(), b, testConfig("a")); !errors.Is(err, ErrInvalidKey) {
+				t.Fatalf("dialer key %d (sign %v): listener error %v, want ErrInvalidKey", i, sign, err)
+			}
+		}
+	}
+}
+
+// rawListener sends raw bytes to a Server and returns its error.
+func rawListener(t *testing.T, data []byte) error {
+	t.Helper()
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() {
+		a.Write(data)
+		io.Copy(io.Discard, a)
+	}()
+	cfg := testConfig("b")
+	cfg.HandshakeTimeout = time.Second
+	_, err := Server(context.Background(), b, cfg)
+	if err == nil {
+		t.Fatal("handshake succeeded")
+	}
+	return err
+}
+
+func TestMalformedClientHello(t *testing.T) {
+	var nonce [NonceSize]byte
+	valid := appendClientHello(nil, &nonce, 1<<20, []KeyExchange{X25519}, []aead.Suite{aead.AES128GCM}, X25519, make([]byte, 32))
+	mod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(valid)) }
+	body := 4
+	cases := map[string]struct {
+		data []byte
+		want error
+	}{
+		"oversize length":  {binary.BigEndian.AppendUint32(nil, MaxHandshakeMessage+1), ErrInvalidMessage},
+		"huge length":      {[]byte{0xff, 0xff, 0xff, 0xff}, ErrInvalidMessage},
+		"zero length":      {[]byte{0, 0, 0, 0}, ErrInvalidMessage},
+		"http":             {[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ErrInvalidMessage},
+		"wrong type":       {mod(func(b []byte) []byte { b[body] = msgServerHello; return b }), ErrInvalidMessage},
+		"version 1":        {mod(func(b []byte) []byte { b[body+2] = 1; return b }), ErrUnsupportedVersion},
+		"frame size 1000":  {mod(func(b []byte) []byte { binary.BigEndian.PutUint32(b[body+3+NonceSize:], 1000); return b }), ErrInvalidMessage},
+		"no kexes":         {mod(func(b []byte) []byte { b[body+7+NonceSize] = 0; return b }), ErrInvalidMessage},
+		"17 kexes":         {mod(func(b []byte) []byte { b[body+7+NonceSize] = 17; return b }), ErrInvalidMessage},
+		"short share":      {mod(func(b []byte) []byte { b[body+13+NonceSize] = 31; return b }), ErrInvalidMessage},
+		"nonzero padding":  {mod(func(b []byte) []byte { b[3]++; b[len(b)-1] = 1; return append(b, 1) }), ErrInvalidMessage},
+		"trailing byte":    {mod(func(b []byte) []byte { b[3]++; return append(b, 0) }), ErrInvalidMessage},
+		"truncated":        {mod(func(b []byte) []byte { b[3] -= 2; return b[:len(b)-2] }), ErrInvalidMessage},
+		"low-order X25519": {mod(func(b []byte) []byte { return b }), ErrInvalidKeyExchange},
+		"no common cipher": {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{X25519}, []aead.Suite{9}, X25519, x25519Point), ErrNoCommonSuite},
+		"unknown kex only": {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{9}, []aead.Suite{aead.AES128GCM}, 9, []byte{1}), ErrNoCommonSuite},
+		"bad ML-KEM key":   {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{X25519MLKEM768}, aead.Preferred(), X25519MLKEM768, bytes.Repeat([]byte{0xff}, hybridDialer)), ErrInvalidKeyExchange},
+		"short hybrid":     {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{X25519MLKEM768}, aead.Preferred(), X25519MLKEM768, make([]byte, 32)), ErrInvalidMessage},
+	}
+	for name, tc := range cases {
+		if err := rawListener(t, tc.data); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+	}
+}
+
+// x25519Point is a valid X25519 public key (the base point, u = 9).
+var x25519Point = append([]byte{9}, make([]byte, 31)...)
+
+// Every hello body has an odd length (a legacy TEA peer, whose frames are
+// multiples of 8 bytes, rejects it), for every list length and exchange.
+func TestHelloLengthOdd(t *testing.T) {
+	var nonce [NonceSize]byte
+	for _, k := range []KeyExchange{X25519, P256, X25519MLKEM768} {
+		for nk := 1; nk <= 3; nk++ {
+			for nc := 1; nc <= 3; nc++ {
+				kexes := []KeyExchange{k, 9, 10}[:nk]
+				msg := appendClientHello(nil, &nonce, 1<<20, kexes, aead.Preferred()[:nc], k, make([]byte, k.dialerShareSize()))
+				if len(msg[4:])%2 != 1 {
+					t.Fatalf("ClientHello body of %d bytes", len(msg[4:]))
+				}
+				var h clientHello
+				if err := parseClientHello(&h, msg[4:]); err != nil || len(h.kexes) != nk || len(h.ciphers) != nc {
+					t.Fatalf("round trip: %v", err)
+				}
+			}
+		}
+		sh := serverHello{version: ProtocolVersion, maxFrame: 1 << 20, kex: k, suite: aead.AES128GCM, share: make([]byte, k.listenerShareSize())}
+		if msg := appendServerHello(nil, &sh); len(msg[4:])%2 != 1 || len(msg[4:]) > maxServerHello {
+			t.Fatalf("ServerHello body of %d bytes", len(msg[4:]))
+		}
+	}
+}
+
+// TestIdentitiesHidden records a default handshake and some data both ways:
+// neither identity key nor peer ID appears in any encoding, and the first
+// message each way carries the ML-KEM-768 encapsulation key and ciphertext.
+func TestIdentitiesHidden(t *testing.T) {
+	ca, cb := testConfig("a"), testConfig("b")
+	ca.Rand, cb.Rand = newDetRand("hidden a"), newDetRand("hidden b")
+	sa, sb, wa, wb := recordedHandshake(t, ca, cb)
+	exchangeData(t, sa, sb, []int{100, 5000})
+	sa.Close()
+	sb.Close()
+	var wire []byte
+	for _, w := range append(wa.writes, wb.writes...) {
+		wire = append(wire, w...)
+	}
+	for _, k := range []*PrivateKey{ca.PrivateKey, cb.PrivateKey} {
+		pub := k.Public().Bytes()
+		id := k.PeerID()
+		forms := map[string][]byte{
+			"public key":        pub,
+			"public key hex":    []byte(hex.EncodeToString(pub)),
+			"peer ID bytes":     id.Bytes(),
+			"peer ID digest":    id.Bytes()[2:],
+			"peer ID base58":    []byte(id.String()),
+			"peer ID hex":       []byte(hex.EncodeToString(id.Bytes())),
+			"public key prefix": pub[:8],
+			"digest prefix":     id.Bytes()[2:10],
+		}
+		for name, f := range forms {
+			if bytes.Contains(wire, f) {
+				t.Fatalf("the capture contains the %s of %s", name, id)
+			}
+		}
+	}
+	// The dialer's first message carries its ML-KEM-768 encapsulation key,
+	// which comes from the 64 random bytes after its nonce.
+	r := newDetRand("hidden a")
+	var seed [NonceSize + mlkemSeedSize]byte
+	r.Read(seed[:])
+	e, err := generateEphemeral(X25519MLKEM768, bytes.NewReader(append(seed[NonceSize:], make([]byte, 32)...)), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek := e.kem.EncapsulationKey().Bytes()
+	if !bytes.Contains(wa.writes[0], ek) {
+		t.Fatal("the ClientHello does not carry the ML-KEM-768 encapsulation key")
+	}
+	// The listener's first message carries a ciphertext for that key.
+	var sh serverHello
+	first := wb.writes[0]
+	n := binary.BigEndian.Uint32(first)
+	if _, err := parseListenerReply(&sh, first[4:4+n]); err != nil || sh.kex != X25519MLKEM768 || len(sh.share) != hybridListen {
+		t.Fatalf("ServerHello: %v, %s share of %d bytes", err, sh.kex, len(sh.share))
+	}
+	if _, err := e.kem.Decapsulate(sh.share[:1088]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHelloTimeout(t *testing.T) {
+	x, y := tcpPair(t)
+	defer y.Close()
+	cfg := testConfig("b")
+	cfg.HelloTimeout = 100 * time.Millisecond
+	start := time.Now()
+	_, err := Server(context.Background(), x, cfg)
+	if !errors.Is(err, ErrHandshakeTimeout) {
+		t.Fatalf("%v, want ErrHandshakeTimeout", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	// A ClientHello in time extends the deadline to HandshakeTimeout: a
+	// slow listener reply does not end the handshake.
+	x, y = tcpPair(t)
+	ca := testConfig("a")
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		Client(context.Background(), y, ca)
+	}()
+	sb, err := Server(context.Background(), x, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
 }
 
 type recorder struct {
@@ -75,322 +656,6 @@ func recordedHandshake(t *testing.T, ca, cb *Config) (sa, sb *Conn, wa, wb *reco
 		t.Fatal(errA, errB)
 	}
 	return sa, sb, wa, wb
-}
-
-// TestFlippedBitInHandshake flips one bit of each byte of the handshake in
-// turn, in each direction, for the two-flight handshake (Propose and
-// Confirm) and the three-flight one (both sides without a key share). A
-// change in a clear message fails both sides; a change in the Confirm
-// fails its receiver with ErrAuthFailed.
-func TestFlippedBitInHandshake(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		cfg  func(string) *Config
-		n    int // handshake messages per side
-	}{
-		{"key shares", testConfig, 2},
-		{"exchange", func(l string) *Config { return noShare(testConfig(l)) }, 3},
-	} {
-		t.Run(mode.name, func(t *testing.T) {
-			// Flips of a length prefix wait for the handshake timeout:
-			// run both modes at once.
-			t.Parallel()
-			lens := handshakeLens(t, mode.cfg("a"), mode.cfg("b"))
-			if len(lens) != mode.n {
-				t.Fatalf("%d handshake messages, want %d", len(lens), mode.n)
-			}
-			inClear, total := 0, 0
-			for i, n := range lens {
-				if i < len(lens)-1 {
-					inClear += n
-				}
-				total += n
-			}
-			flipEach(t, mode.cfg, inClear, total)
-		})
-	}
-}
-
-func flipEach(t *testing.T, cfg func(string) *Config, inClear, total int) {
-	for _, dir := range []string{"a->b", "b->a"} {
-		for off := range total {
-			bit := byte(1) << (off % 8)
-			flip := func(o int, b byte) int {
-				if o == off {
-					return int(b ^ bit)
-				}
-				return int(b)
-			}
-			editAB, editBA := flip, noEdit
-			if dir == "b->a" {
-				editAB, editBA = noEdit, flip
-			}
-			// A length prefix made larger leaves both sides waiting for
-			// bytes that never come: the handshake timeout ends it.
-			ca, cb := cfg("a"), cfg("b")
-			ca.HandshakeTimeout, cb.HandshakeTimeout = time.Second, time.Second
-			_, _, errA, errB := mitmHandshake(t, ca, cb, editAB, editBA)
-			recvErr, sendErr := errB, errA
-			if dir == "b->a" {
-				recvErr, sendErr = errA, errB
-			}
-			if recvErr == nil {
-				t.Fatalf("%s offset %d: receiver accepted a modified handshake", dir, off)
-			}
-			if off < inClear && sendErr == nil {
-				t.Fatalf("%s offset %d: sender completed the handshake (receiver: %v)", dir, off, recvErr)
-			}
-			if off >= inClear+4 && !errors.Is(recvErr, ErrAuthFailed) {
-				t.Fatalf("%s offset %d (confirm): %v, want ErrAuthFailed", dir, off, recvErr)
-			}
-		}
-	}
-}
-
-func TestTruncatedHandshake(t *testing.T) {
-	for _, share := range []bool{true, false} {
-		cfg := func(l string) *Config {
-			c := testConfig(l)
-			c.noKeyShare = !share
-			return c
-		}
-		lens := handshakeLens(t, cfg("a"), cfg("b"))
-		inClear, total := 0, 0
-		for i, n := range lens {
-			if i < len(lens)-1 {
-				inClear += n
-			}
-			total += n
-		}
-		for off := 0; off < total; off++ {
-			cut := func(o int, b byte) int {
-				if o == off {
-					return -1
-				}
-				return int(b)
-			}
-			_, _, errA, errB := mitmHandshake(t, cfg("a"), cfg("b"), cut, noEdit)
-			if !errors.Is(errB, io.ErrUnexpectedEOF) {
-				t.Fatalf("shares %v, cut at %d: server error %v, want io.ErrUnexpectedEOF", share, off, errB)
-			}
-			if off < inClear && errA == nil {
-				t.Fatalf("shares %v, cut at %d: client completed", share, off)
-			}
-			var he *HandshakeError
-			if !errors.As(errB, &he) || he.Step == "" {
-				t.Fatalf("shares %v, cut at %d: %v has no step", share, off, errB)
-			}
-		}
-	}
-}
-
-// replayed records the server's handshake messages in one session, then
-// runs a second one in which the proxy substitutes the recorded message
-// number msg for the fresh one (same length), and requires both sides to
-// fail, at least one of them with ErrAuthFailed.
-func replayed(t *testing.T, cfg func(string) *Config, msg int) {
-	t.Helper()
-	var rec recorder
-	a, b := net.Pipe()
-	rb := &recordConn{Conn: b, rec: &rec}
-	sa, sb, errA, errB := handshakePair(a, rb, cfg("a"), cfg("b"))
-	if errA != nil || errB != nil {
-		t.Fatal(errA, errB)
-	}
-	sa.Close()
-	sb.Close()
-	start := 0
-	for _, w := range rec.writes[:msg] {
-		start += len(w)
-	}
-	old := rec.writes[msg]
-	replay := func(o int, c byte) int {
-		if o >= start && o < start+len(old) {
-			return int(old[o-start])
-		}
-		return int(c)
-	}
-	_, _, errA, errB = mitmHandshake(t, cfg("a"), cfg("b"), noEdit, replay)
-	if errA == nil || errB == nil {
-		t.Fatalf("replayed message accepted: client %v, server %v", errA, errB)
-	}
-	// Whichever side reads the other's Confirm first fails to open it; the
-	// other may see the connection close first.
-	if !errors.Is(errA, ErrAuthFailed) && !errors.Is(errB, ErrAuthFailed) {
-		t.Fatalf("client %v, server %v: neither is ErrAuthFailed", errA, errB)
-	}
-}
-
-// A Propose replayed from an earlier session carries that session's nonce
-// and key share, whose private key the replayer does not hold; the fresh
-// local nonce changes T anyway.
-func TestReplayedPropose(t *testing.T) {
-	replayed(t, testConfig, 0)
-}
-
-// The same for an Exchange, in the three-flight handshake.
-func TestReplayedExchange(t *testing.T) {
-	replayed(t, func(l string) *Config { return noShare(testConfig(l)) }, 1)
-}
-
-func TestHandshakeNegotiation(t *testing.T) {
-	cases := []struct {
-		name       string
-		a, b       []aead.Suite
-		ka, kb     []KeyExchange
-		wantErr    error
-		wantSuites []aead.Suite // acceptable results
-	}{
-		{"no common cipher", []aead.Suite{aead.AES128GCM}, []aead.Suite{aead.ChaCha20Poly1305}, nil, nil, ErrNoCommonSuite, nil},
-		{"no common kex", nil, nil, []KeyExchange{X25519}, []KeyExchange{P256}, ErrNoCommonSuite, nil},
-		{"one common", []aead.Suite{aead.AES128GCM, aead.AES256GCM}, []aead.Suite{aead.ChaCha20Poly1305, aead.AES256GCM}, nil, nil, nil, []aead.Suite{aead.AES256GCM}},
-		{"opposite orders", []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}, []aead.Suite{aead.ChaCha20Poly1305, aead.AES128GCM}, nil, nil, nil, []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ca, cb := testConfig("a"), testConfig("b")
-			ca.Ciphers, cb.Ciphers = tc.a, tc.b
-			ca.KeyExchanges, cb.KeyExchanges = tc.ka, tc.kb
-			a, b := net.Pipe()
-			sa, sb, errA, errB := handshakePair(a, b, ca, cb)
-			if tc.wantErr != nil {
-				if !errors.Is(errA, tc.wantErr) || !errors.Is(errB, tc.wantErr) {
-					t.Fatalf("errors %v / %v, want %v", errA, errB, tc.wantErr)
-				}
-				var nc *NoCommonSuiteError
-				if !errors.As(errA, &nc) || len(nc.Local) == 0 || len(nc.Remote) == 0 {
-					t.Fatalf("error %v does not name both lists", errA)
-				}
-				if !strings.Contains(errA.Error(), "local [") || !strings.Contains(errA.Error(), "remote [") {
-					t.Fatalf("message %q", errA)
-				}
-				return
-			}
-			if errA != nil || errB != nil {
-				t.Fatal(errA, errB)
-			}
-			defer sa.Close()
-			defer sb.Close()
-			if sa.Suite() != sb.Suite() {
-				t.Fatalf("sides disagree: %s vs %s", sa.Suite(), sb.Suite())
-			}
-			found := false
-			for _, s := range tc.wantSuites {
-				found = found || s == sa.Suite()
-			}
-			if !found {
-				t.Fatalf("suite %s", sa.Suite())
-			}
-		})
-	}
-}
-
-// The winner's preference order is the one used, consistently with the
-// order hashes.
-func TestPreferenceOrder(t *testing.T) {
-	wins := map[bool]int{}
-	for i := range 20 {
-		ca, cb := testConfig("a"), testConfig("b")
-		ca.Ciphers = []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}
-		cb.Ciphers = []aead.Suite{aead.ChaCha20Poly1305, aead.AES128GCM}
-		ca.Rand = newDetRand("order a " + string(rune('a'+i)))
-		cb.Rand = newDetRand("order b " + string(rune('a'+i)))
-		// Predict from the nonces the Rand will produce.
-		var na, nb [NonceSize]byte
-		newDetRand("order a " + string(rune('a'+i))).Read(na[:])
-		newDetRand("order b " + string(rune('a'+i))).Read(nb[:])
-		h1 := orderHash(cb.PrivateKey.pub.key, na[:])
-		h2 := orderHash(ca.PrivateKey.pub.key, nb[:])
-		aWins := bytes.Compare(h1[:], h2[:]) > 0
-		wins[aWins]++
-		a, b := net.Pipe()
-		sa, sb, errA, errB := handshakePair(a, b, ca, cb)
-		if errA != nil || errB != nil {
-			t.Fatal(errA, errB)
-		}
-		want := aead.ChaCha20Poly1305
-		if aWins {
-			want = aead.AES128GCM
-		}
-		if sa.Suite() != want || sb.Suite() != want {
-			t.Fatalf("run %d: suite %s, want %s", i, sa.Suite(), want)
-		}
-		sa.Close()
-		sb.Close()
-	}
-	if wins[true] == 0 || wins[false] == 0 {
-		t.Fatalf("20 runs did not exercise both orders: %v", wins)
-	}
-}
-
-// countingRand counts bytes read.
-type countingRand struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (r *countingRand) Read(p []byte) (int, error) {
-	r.mu.Lock()
-	r.n += len(p)
-	r.mu.Unlock()
-	return rand.Read(p)
-}
-
-func TestExpectedPeer(t *testing.T) {
-	ca, cb := testConfig("a"), testConfig("b")
-	cr := &countingRand{}
-	ca.Rand = cr
-	ca.ExpectedPeer = testKey("c").PeerID()
-	a, b := net.Pipe()
-	_, _, errA, errB := handshakePair(a, b, ca, cb)
-	if !errors.Is(errA, ErrPeerIDMismatch) {
-		t.Fatalf("client: %v, want ErrPeerIDMismatch", errA)
-	}
-	if errB == nil {
-		t.Fatal("server completed")
-	}
-	// Only the Propose nonce and the key share's scalar were drawn, before
-	// sending: no other ephemeral key was made.
-	if cr.n != NonceSize+32 {
-		t.Fatalf("client read %d random bytes, want %d (nonce and key share)", cr.n, NonceSize+32)
-	}
-	if !strings.Contains(errA.Error(), testKey("b").PeerID().String()) {
-		t.Fatalf("error %q does not name the peer", errA)
-	}
-	ca.ExpectedPeer = testKey("b").PeerID()
-	ca.Rand = nil
-	sa, sb := securePair(t, transports[0], ca, cb)
-	if sa.RemotePeer() != ca.ExpectedPeer {
-		t.Fatal("wrong peer")
-	}
-	_ = sb
-}
-
-func TestSelfDial(t *testing.T) {
-	a, b := net.Pipe()
-	_, _, errA, errB := handshakePair(a, b, testConfig("a"), testConfig("a"))
-	if !errors.Is(errA, ErrSelfDial) || !errors.Is(errB, ErrSelfDial) {
-		t.Fatalf("errors %v / %v, want ErrSelfDial", errA, errB)
-	}
-	// A Propose reflected back to its sender.
-	x, y := net.Pipe()
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := y.Read(buf)
-			if err != nil {
-				return
-			}
-			if _, err := y.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-	}()
-	_, err := Client(context.Background(), x, testConfig("a"))
-	if !errors.Is(err, ErrSelfDial) {
-		t.Fatalf("reflected: %v, want ErrSelfDial", err)
-	}
-	y.Close()
 }
 
 func TestHandshakeTimeout(t *testing.T) {
@@ -438,134 +703,6 @@ func TestHandshakeContextCancel(t *testing.T) {
 	}
 }
 
-// rawPeer sends raw bytes as the remote side and returns the local error.
-func rawPeer(t *testing.T, data []byte) error {
-	t.Helper()
-	a, b := net.Pipe()
-	defer b.Close()
-	go func() {
-		b.Write(data)
-		io.Copy(io.Discard, b)
-	}()
-	cfg := testConfig("a")
-	cfg.HandshakeTimeout = time.Second
-	_, err := Client(context.Background(), a, cfg)
-	if err == nil {
-		t.Fatal("handshake succeeded")
-	}
-	return err
-}
-
-func TestMalformedPropose(t *testing.T) {
-	valid := (&propose{version: 1, pubKey: testKey("b").pub.key, maxFrame: 1 << 20,
-		kexes: []KeyExchange{X25519}, ciphers: []aead.Suite{aead.AES128GCM}}).marshal()
-	mod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(valid)) }
-	cases := map[string]struct {
-		data []byte
-		want error
-	}{
-		"oversize length": {[]byte{0, 0, 0x10, 0x01}, ErrInvalidMessage},
-		"huge length":     {[]byte{0xff, 0xff, 0xff, 0xff}, ErrInvalidMessage},
-		"zero length":     {[]byte{0, 0, 0, 0}, ErrInvalidMessage},
-		"http":            {[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ErrInvalidMessage},
-		"wrong type":      {mod(func(b []byte) []byte { b[4] = msgExchange; return b }), ErrInvalidMessage},
-		"version 0":       {mod(func(b []byte) []byte { b[5], b[6] = 0, 0; return b }), ErrUnsupportedVersion},
-		"key type":        {mod(func(b []byte) []byte { b[23] = 2; return b }), ErrInvalidMessage},
-		"key length":      {mod(func(b []byte) []byte { b[25] = 31; return b }), ErrInvalidMessage},
-		"trailing":        {mod(func(b []byte) []byte { b[3]++; return append(b, 0) }), ErrInvalidMessage},
-		"no ciphers": {mod(func(b []byte) []byte {
-			// drop the cipher list (count 1, one code) and fix the length.
-			n := len(b)
-			b = append(b[:n-4], 0, 0, 0)
-			b[3] -= 1
-			return b
-		}), ErrInvalidMessage},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			err := rawPeer(t, tc.data)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("%v, want %v", err, tc.want)
-			}
-			if !strings.HasPrefix(err.Error(), "secio: handshake: ") {
-				t.Fatalf("message %q", err)
-			}
-		})
-	}
-	// Random garbage.
-	for range 50 {
-		g := make([]byte, 300)
-		rand.Read(g)
-		g[0] = 0
-		g[1] = 0
-		g[2] = 0
-		err := rawPeer(t, g)
-		if !errors.Is(err, ErrInvalidMessage) && !errors.Is(err, ErrUnsupportedVersion) {
-			t.Fatalf("garbage: %v", err)
-		}
-	}
-}
-
-// evilPeer runs the handshake steps by hand so that the Confirm can be
-// tampered with while being correctly encrypted.
-func evilPeer(t *testing.T, conn net.Conn, tamper func(hs *handshakeState, nonce *[NonceSize]byte, sig []byte) []byte) {
-	t.Helper()
-	hs, err := newHandshakeState(conn, testConfig("b"))
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	defer hs.stopWriter()
-	if err := hs.establishKeys(); err != nil {
-		t.Error(err)
-		return
-	}
-	local, _ := hs.roles()
-	nonce := hs.remote.nonce
-	m := signedMessage(local, hs.transcript)
-	sig := hs.cfg.key.Sign(m[:])
-	sig = tamper(hs, &nonce, sig)
-	msg := appendConfirm(nil, nonce, sig)
-	hs.c.out.writeFrame(conn, msg)
-	io.Copy(io.Discard, conn)
-}
-
-func TestConfirmChecks(t *testing.T) {
-	cases := map[string]struct {
-		tamper func(hs *handshakeState, nonce *[NonceSize]byte, sig []byte) []byte
-		want   error
-	}{
-		"wrong nonce": {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte { n[3] ^= 1; return sig }, ErrNonceMismatch},
-		"bad signature": {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte {
-			sig[10] ^= 1
-			return sig
-		}, ErrInvalidSignature},
-		"wrong role": {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte {
-			_, remote := hs.roles()
-			m := signedMessage(remote, hs.transcript)
-			return hs.cfg.key.Sign(m[:])
-		}, ErrInvalidSignature},
-		"short signature": {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte { return sig[:63] }, ErrInvalidSignature},
-		"no signature":    {func(hs *handshakeState, n *[NonceSize]byte, sig []byte) []byte { return nil }, ErrInvalidSignature},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			a, b := net.Pipe()
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				evilPeer(t, b, tc.tamper)
-			}()
-			_, err := Client(context.Background(), a, testConfig("a"))
-			b.Close()
-			<-done
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("%v, want %v", err, tc.want)
-			}
-		})
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	k := testKey("a")
 	bad := []*Config{
@@ -574,7 +711,8 @@ func TestConfigValidate(t *testing.T) {
 		{PrivateKey: k, Ciphers: []aead.Suite{}},
 		{PrivateKey: k, Ciphers: []aead.Suite{0}},
 		{PrivateKey: k, Ciphers: []aead.Suite{aead.AES128GCM, aead.AES128GCM}},
-		{PrivateKey: k, KeyExchanges: []KeyExchange{3}},
+		{PrivateKey: k, KeyExchanges: []KeyExchange{9}},
+		{PrivateKey: k, HelloTimeout: -1},
 		{PrivateKey: k, KeyExchanges: []KeyExchange{X25519, X25519}},
 		{PrivateKey: k, HandshakeTimeout: -1},
 		{PrivateKey: k, MaxFrameSize: 100},
@@ -636,7 +774,7 @@ func TestWycheproofX25519(t *testing.T) {
 			if err != nil {
 				t.Fatalf("tcId %d: private key: %v", tc.TcID, err)
 			}
-			got, err := sharedSecret(X25519, sk, pub)
+			got, err := (&ephemeral{kex: X25519, ec: sk}).ecdh(nil, pub)
 			zero := bytes.Equal(want, make([]byte, 32))
 			switch {
 			case tc.Result == "invalid":
@@ -662,60 +800,6 @@ func TestWycheproofX25519(t *testing.T) {
 	}
 }
 
-// Every Propose body has an odd length, with and without a key share, for
-// every list length and for either key exchange first; the share is the
-// first extension, for the most preferred key exchange, and the padding
-// (when present) the last.
-func TestProposeLengthOdd(t *testing.T) {
-	kexLists := [][]KeyExchange{{X25519}, {P256}, {X25519, P256}, {P256, X25519}}
-	padded := map[bool]int{}
-	for _, share := range []bool{true, false} {
-		for _, kexes := range kexLists {
-			for nc := 1; nc <= 3; nc++ {
-				cfg := testConfig("a")
-				cfg.KeyExchanges = kexes
-				cfg.Ciphers = aead.Preferred()[:nc]
-				cfg.noKeyShare = !share
-				hs, err := newHandshakeState(nil, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := hs.makePropose(); err != nil {
-					t.Fatal(err)
-				}
-				body := hs.localPropose[4:]
-				if len(body)%2 != 1 {
-					t.Fatalf("share %v, %v, %d ciphers: body of %d bytes", share, kexes, nc, len(body))
-				}
-				var p propose
-				err = parsePropose(&p, body)
-				if err != nil || len(p.kexes) != len(kexes) || len(p.ciphers) != nc {
-					t.Fatalf("round trip: %v", err)
-				}
-				pad := bytes.HasSuffix(p.ext, extPadding)
-				padded[pad]++
-				ext := p.ext
-				if pad {
-					ext = ext[:len(ext)-len(extPadding)]
-				}
-				if !share {
-					if p.shareKex != 0 || len(ext) != 0 {
-						t.Fatalf("%v: unexpected extensions %x", kexes, p.ext)
-					}
-					continue
-				}
-				want := appendKeyShare(nil, kexes[0], hs.eph.PublicKey().Bytes())
-				if p.shareKex != kexes[0] || !bytes.Equal(ext, want) {
-					t.Fatalf("%v: extensions %x, want the share %x then padding", kexes, p.ext, want)
-				}
-			}
-		}
-	}
-	if padded[true] == 0 || padded[false] == 0 {
-		t.Fatalf("padding not exercised both ways: %v", padded)
-	}
-}
-
 func TestHandshakeLogging(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -732,8 +816,18 @@ func TestHandshakeLogging(t *testing.T) {
 	}
 	buf.Reset()
 	a, b := net.Pipe()
-	handshakePair(a, b, ca, testConfig("a"))
+	handshakePair(a, b, ca, testConfig("a")) // a self-dial
 	if !strings.Contains(buf.String(), "secio handshake failed") {
 		t.Fatalf("failure not logged: %s", buf.String())
+	}
+}
+
+// A ServerHello of another version is refused.
+func TestServerHelloVersion(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.KeyExchanges = []KeyExchange{X25519}
+	sh := serverHello{version: 3, maxFrame: 1 << 20, kex: X25519, suite: aead.Preferred()[0], share: x25519Point}
+	if err := fakeListener(t, cfg, appendServerHello(nil, &sh)); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Fatalf("%v, want ErrUnsupportedVersion", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"io/fs"
 	"log/slog"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -324,5 +325,85 @@ func TestPeerIDLogValue(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "peer", k.PeerID())
 	if want := `"peer":"` + k.PeerID().String() + `"`; !strings.Contains(buf.String(), want) {
 		t.Errorf("logged %s, want it to contain %s", buf.String(), want)
+	}
+}
+
+// TestSmallOrderKeys recomputes the points of smallOrderKeys on the Ed25519
+// curve (math/big, affine coordinates): each listed encoding, with either
+// sign bit, that decodes to a point has order dividing 8, together they
+// reach all eight points of small order, and smallOrder refuses every
+// listed encoding and no real key.
+func TestSmallOrderKeys(t *testing.T) {
+	p := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(19))
+	mod := func(x *big.Int) *big.Int { return x.Mod(x, p) }
+	inv := func(x *big.Int) *big.Int { return new(big.Int).ModInverse(x, p) }
+	mul := func(a, b *big.Int) *big.Int { return mod(new(big.Int).Mul(a, b)) }
+	// d = -121665 / 121666
+	d := mul(big.NewInt(-121665+0), inv(big.NewInt(121666)))
+	d = mod(d)
+	sqrtM1 := new(big.Int).Exp(big.NewInt(2), new(big.Int).Div(new(big.Int).Sub(p, big.NewInt(1)), big.NewInt(4)), p)
+	type point struct{ x, y *big.Int }
+	add := func(a, b point) point {
+		t := mul(mul(d, mul(a.x, b.x)), mul(a.y, b.y))
+		x := mul(mod(new(big.Int).Add(mul(a.x, b.y), mul(a.y, b.x))), inv(mod(new(big.Int).Add(big.NewInt(1), t))))
+		y := mul(mod(new(big.Int).Add(mul(a.y, b.y), mul(a.x, b.x))), inv(mod(new(big.Int).Sub(big.NewInt(1), t))))
+		return point{x, y}
+	}
+	decode := func(enc [32]byte) (point, bool) {
+		sign := enc[31] >> 7
+		enc[31] &= 0x7f
+		le := make([]byte, 32)
+		for i := range le {
+			le[i] = enc[31-i]
+		}
+		y := mod(new(big.Int).SetBytes(le))
+		y2 := mul(y, y)
+		u := mod(new(big.Int).Sub(y2, big.NewInt(1)))
+		v := mod(new(big.Int).Add(mul(d, y2), big.NewInt(1)))
+		x2 := mul(u, inv(v))
+		x := new(big.Int).Exp(x2, new(big.Int).Div(new(big.Int).Add(p, big.NewInt(3)), big.NewInt(8)), p)
+		if mul(x, x).Cmp(x2) != 0 {
+			x = mul(x, sqrtM1)
+		}
+		if mul(x, x).Cmp(x2) != 0 {
+			return point{}, false
+		}
+		if x.Sign() == 0 && sign == 1 {
+			return point{x, y}, true // "negative zero": the same point
+		}
+		if byte(x.Bit(0)) != sign {
+			x = mod(new(big.Int).Sub(p, x))
+		}
+		return point{x, y}, true
+	}
+	seen := map[string]bool{}
+	for i, enc := range smallOrderKeys {
+		for _, sign := range []byte{0, 0x80} {
+			e := enc
+			e[31] |= sign
+			if !smallOrder(e[:]) {
+				t.Fatalf("key %d (sign %x) not refused", i, sign)
+			}
+			pt, ok := decode(e)
+			if !ok {
+				t.Fatalf("key %d (sign %x) is not on the curve", i, sign)
+			}
+			q := pt
+			for range 3 {
+				q = add(q, q)
+			}
+			if q.x.Sign() != 0 || q.y.Cmp(big.NewInt(1)) != 0 {
+				t.Fatalf("key %d (sign %x): 8P is not the identity", i, sign)
+			}
+			seen[pt.x.String()+","+pt.y.String()] = true
+		}
+	}
+	if len(seen) != 8 {
+		t.Fatalf("the list reaches %d points of small order, want 8", len(seen))
+	}
+	for _, l := range []string{"a", "b", "c", "small"} {
+		if smallOrder(testKey(l).pub.key) {
+			t.Fatalf("a real key (%s) refused", l)
+		}
 	}
 }

@@ -152,7 +152,7 @@ func TestLegacyErrors(t *testing.T) {
 // A secure node never speaks TEA, and the two modes fail cleanly against
 // each other.
 func TestModesDoNotMix(t *testing.T) {
-	// A legacy peer talking to a secure node.
+	// A legacy peer dialling a secure node: its frame is no ClientHello.
 	a, b := net.Pipe()
 	lb, _ := LegacyTEA(b, legacyKey, nil)
 	go func() {
@@ -161,13 +161,13 @@ func TestModesDoNotMix(t *testing.T) {
 	}()
 	cfg := testConfig("a")
 	cfg.HandshakeTimeout = time.Second
-	_, err := Client(context.Background(), a, cfg)
+	_, err := Server(context.Background(), a, cfg)
 	if !errors.Is(err, ErrInvalidMessage) {
 		t.Fatalf("secure side: %v, want ErrInvalidMessage", err)
 	}
 	lb.Close()
 
-	// A secure node's Propose reaching a legacy peer, for list lengths that
+	// A secure node's ClientHello reaching a legacy peer, for list lengths that
 	// would make an even body.
 	for _, ciphers := range [][]aead.Suite{{aead.AES128GCM}, {aead.AES128GCM, aead.AES256GCM}, nil} {
 		cfg.Ciphers = ciphers

@@ -7,50 +7,76 @@ import (
 	"github.com/tendril-p2p/tendril/cipher/aead"
 )
 
-// Handshake message types (the first byte of every message body).
+// Handshake message types (the first byte of every message body). The
+// clear messages are ClientHello, HelloRetryRequest and ServerHello; the
+// two Auth messages travel encrypted, as handshake records.
 const (
-	msgPropose  = 0x01
-	msgExchange = 0x02
-	msgConfirm  = 0x03
+	msgClientHello  = 0x11
+	msgHelloRetry   = 0x12
+	msgServerHello  = 0x13
+	msgListenerAuth = 0x14
+	msgDialerAuth   = 0x15
 )
 
-// ProtocolVersion is the highest handshake version this package speaks, sent
-// in every Propose. Two sides use the lower of their versions.
-const ProtocolVersion = 1
+// ProtocolVersion is the handshake version this package speaks, sent in
+// every hello. Version 1 (identities in clear, symmetric Proposes) is no
+// longer spoken.
+const ProtocolVersion = 2
 
-// NonceSize is the length of the random nonce in a Propose.
-const NonceSize = 16
+// NonceSize is the length of the random nonce in each hello.
+const NonceSize = 32
 
-// propose is a decoded Propose message.
-type propose struct {
-	version uint16
-	// The key share, if present with a known code: its key exchange and
-	// where its key starts in ext (see shareKey). shareKex is 0 otherwise.
-	shareKex KeyExchange
-	shareAt  uint16
+// Sizes of the handshake messages, length prefix excluded.
+const (
+	// clientHelloFixed is a ClientHello body without its lists, share and
+	// padding: type, version, nonce, max frame, the two list lengths, the
+	// share's code and length, and the padding length.
+	clientHelloFixed = 1 + 2 + NonceSize + 4 + 1 + 1 + 1 + 2 + 1
+	// maxClientHello is the largest ClientHello body: full lists, the
+	// largest share, one padding byte.
+	maxClientHello = clientHelloFixed + 2*maxListLen + maxShareSize + 1
+	// serverHelloFixed is a ServerHello body without share and padding:
+	// type, version, nonce, max frame, key exchange, cipher, share length,
+	// padding length.
+	serverHelloFixed = 1 + 2 + NonceSize + 4 + 1 + 1 + 2 + 1
+	// maxServerHello is the largest ServerHello body.
+	maxServerHello = serverHelloFixed + hybridListen + 1
+	// helloRetryLen is a HelloRetryRequest body: type, version, key
+	// exchange.
+	helloRetryLen = 1 + 2 + 1
+	// authLen is the plaintext of an Auth message: type, identity key
+	// type, identity key, signature.
+	authLen = 1 + 1 + PublicKeySize + SignatureSize
+)
+
+// MaxHandshakeMessage is the largest clear handshake message body (a
+// ClientHello with full lists and a hybrid share). Every handshake message
+// is read with a cap at its own largest size, which is at most this; a
+// longer length prefix is refused before anything is allocated.
+const MaxHandshakeMessage = maxClientHello
+
+// clientHello is a decoded ClientHello.
+type clientHello struct {
+	version  uint16
 	nonce    [NonceSize]byte
-	pubKey   []byte // canonical encoding of an Ed25519 key
 	maxFrame uint32
 	kexes    []KeyExchange // as sent, may include codes unknown here
 	ciphers  []aead.Suite  // as sent, may include codes unknown here
-	ext      []byte        // extensions, validated TLV
+	shareKex KeyExchange   // may be a code unknown here
+	share    []byte        // aliases the message
 
-	// Room for the lists of a parsed Propose (parsePropose points kexes
-	// and ciphers here, so a propose must not be copied after parsing).
 	kexBuf    [maxListLen]KeyExchange
 	cipherBuf [maxListLen]aead.Suite
 }
 
-// exchange is a decoded Exchange message.
-type exchange struct {
-	kex KeyExchange
-	key []byte // ephemeral public key
-}
-
-// confirm is a decoded key-confirmation message.
-type confirm struct {
-	nonce [NonceSize]byte
-	sig   []byte
+// serverHello is a decoded ServerHello.
+type serverHello struct {
+	version  uint16
+	nonce    [NonceSize]byte
+	maxFrame uint32
+	kex      KeyExchange
+	suite    aead.Suite
+	share    []byte // aliases the message
 }
 
 // reader decodes a message body, reporting truncation.
@@ -101,6 +127,16 @@ func (r *reader) bytes(n int) []byte {
 	return v
 }
 
+// padding reads the padding length and checks that the padding is zeros.
+func (r *reader) padding(what string) error {
+	for _, b := range r.bytes(int(r.u8())) {
+		if b != 0 {
+			return fmt.Errorf("%w: nonzero padding in %s", ErrInvalidMessage, what)
+		}
+	}
+	return nil
+}
+
 // end checks that the body was consumed exactly.
 func (r *reader) end(what string) error {
 	if r.bad {
@@ -112,205 +148,190 @@ func (r *reader) end(what string) error {
 	return nil
 }
 
-// shareKey returns the key of p's key share (aliasing ext), or nil.
-func (p *propose) shareKey() []byte {
-	if p.shareKex == 0 {
-		return nil
+// msgType checks the type byte of a body.
+func (r *reader) msgType(want byte, what string) error {
+	t := r.u8()
+	if !r.bad && t != want {
+		return fmt.Errorf("%w: message type 0x%02x, want %s (0x%02x)", ErrInvalidMessage, t, what, want)
 	}
-	return p.ext[p.shareAt : int(p.shareAt)+p.shareKex.publicKeySize()]
+	return nil
 }
 
-// appendTo appends p as a handshake message (length prefix included).
-func (p *propose) appendTo(b []byte) []byte {
-	start := len(b)
-	b = append(b, 0, 0, 0, 0) // length, set below
-	b = append(b, msgPropose)
-	b = binary.BigEndian.AppendUint16(b, p.version)
-	b = append(b, p.nonce[:]...)
-	b = append(b, keyTypeEd25519)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(p.pubKey)))
-	b = append(b, p.pubKey...)
-	b = binary.BigEndian.AppendUint32(b, p.maxFrame)
-	b = append(b, uint8(len(p.kexes)))
-	for _, k := range p.kexes {
-		b = append(b, uint8(k))
+// beginMessage appends a length prefix to be set by endMessage and returns
+// where the message starts.
+func beginMessage(b []byte) ([]byte, int) {
+	return append(b, 0, 0, 0, 0), len(b)
+}
+
+// endMessage pads the body that started at start to an odd length, so that
+// a legacy TEA peer (whose frames are multiples of 8 bytes) always rejects
+// it as malformed instead of decrypting it to garbage, and sets its length
+// prefix.
+func endMessage(b []byte, start int) []byte {
+	if (len(b)-start-frameHeaderSize+1)%2 == 0 {
+		b = append(b, 1, 0)
+	} else {
+		b = append(b, 0)
 	}
-	b = append(b, uint8(len(p.ciphers)))
-	for _, s := range p.ciphers {
-		b = append(b, uint8(s))
-	}
-	b = binary.BigEndian.AppendUint16(b, uint16(len(p.ext)))
-	b = append(b, p.ext...)
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-frameHeaderSize))
 	return b
 }
 
-// marshal encodes p as a new handshake message (length prefix included).
-func (p *propose) marshal() []byte { return p.appendTo(nil) }
+// appendClientHello appends a ClientHello message (length prefix
+// included) carrying the share for the first key exchange of kexes.
+func appendClientHello(b []byte, nonce *[NonceSize]byte, maxFrame int, kexes []KeyExchange, ciphers []aead.Suite, shareKex KeyExchange, share []byte) []byte {
+	b, start := beginMessage(b)
+	b = append(b, msgClientHello)
+	b = binary.BigEndian.AppendUint16(b, ProtocolVersion)
+	b = append(b, nonce[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(maxFrame))
+	b = append(b, uint8(len(kexes)))
+	for _, k := range kexes {
+		b = append(b, uint8(k))
+	}
+	b = append(b, uint8(len(ciphers)))
+	for _, s := range ciphers {
+		b = append(b, uint8(s))
+	}
+	b = append(b, uint8(shareKex))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(share)))
+	b = append(b, share...)
+	return endMessage(b, start)
+}
 
-// parsePropose decodes a Propose body (without its length prefix) into p.
-// The result aliases body.
-func parsePropose(p *propose, body []byte) error {
+// parseClientHello decodes a ClientHello body into h. The result aliases
+// body. A share for a known key exchange must have that exchange's size.
+func parseClientHello(h *clientHello, body []byte) error {
+	const what = "ClientHello"
 	r := reader{b: body}
-	if t := r.u8(); !r.bad && t != msgPropose {
-		return fmt.Errorf("%w: message type 0x%02x, want Propose (0x%02x)", ErrInvalidMessage, t, msgPropose)
+	if err := r.msgType(msgClientHello, what); err != nil {
+		return err
 	}
-	p.version = r.u16()
-	copy(p.nonce[:], r.bytes(NonceSize))
-	keyType := r.u8()
-	keyLen := r.u16()
-	if !r.bad && keyType != keyTypeEd25519 {
-		return fmt.Errorf("%w: identity key type 0x%02x, want Ed25519 (0x%02x)", ErrInvalidMessage, keyType, keyTypeEd25519)
-	}
-	if !r.bad && keyLen != PublicKeySize {
-		return fmt.Errorf("%w: Ed25519 key of %d bytes", ErrInvalidMessage, keyLen)
-	}
-	p.pubKey = r.bytes(int(keyLen))
-	p.maxFrame = r.u32()
+	h.version = r.u16()
+	copy(h.nonce[:], r.bytes(NonceSize))
+	h.maxFrame = r.u32()
 	nk := int(r.u8())
 	if !r.bad && (nk == 0 || nk > maxListLen) {
 		return fmt.Errorf("%w: %d key exchanges, want 1 to %d", ErrInvalidMessage, nk, maxListLen)
 	}
-	p.kexes = p.kexBuf[:0]
+	h.kexes = h.kexBuf[:0]
 	for _, c := range r.bytes(nk) {
-		p.kexes = append(p.kexes, KeyExchange(c))
+		h.kexes = append(h.kexes, KeyExchange(c))
 	}
 	nc := int(r.u8())
 	if !r.bad && (nc == 0 || nc > maxListLen) {
 		return fmt.Errorf("%w: %d ciphers, want 1 to %d", ErrInvalidMessage, nc, maxListLen)
 	}
-	p.ciphers = p.cipherBuf[:0]
+	h.ciphers = h.cipherBuf[:0]
 	for _, c := range r.bytes(nc) {
-		p.ciphers = append(p.ciphers, aead.Suite(c))
+		h.ciphers = append(h.ciphers, aead.Suite(c))
 	}
-	p.ext = r.bytes(int(r.u16()))
-	if err := r.end("Propose"); err != nil {
+	h.shareKex = KeyExchange(r.u8())
+	h.share = r.bytes(int(r.u16()))
+	if err := r.padding(what); err != nil {
 		return err
 	}
-	if err := p.parseExtensions(); err != nil {
+	if err := r.end(what); err != nil {
 		return err
 	}
-	if p.maxFrame < MinFrameSize {
-		return fmt.Errorf("%w: maximum frame size %d below %d", ErrInvalidMessage, p.maxFrame, MinFrameSize)
+	if h.maxFrame < MinFrameSize {
+		return fmt.Errorf("%w: maximum frame size %d below %d", ErrInvalidMessage, h.maxFrame, MinFrameSize)
+	}
+	if h.shareKex.Valid() && len(h.share) != h.shareKex.dialerShareSize() {
+		return fmt.Errorf("%w: %s key share of %d bytes, want %d", ErrInvalidMessage, h.shareKex, len(h.share), h.shareKex.dialerShareSize())
 	}
 	return nil
 }
 
-// proposeFixedLen is the length of a Propose body without its lists and
-// extensions, for an Ed25519 key.
-const proposeFixedLen = 1 + 2 + NonceSize + 1 + 2 + PublicKeySize + 4 + 1 + 1 + 2
-
-// extKeyShare is the type of the key share extension: a key exchange code
-// and an ephemeral public key for it, so that the Exchange flight can be
-// skipped.
-const extKeyShare = 0x0001
-
-// extPadding is the padding extension (type 0xffff, one zero byte) used to
-// make a Propose body's length odd. Its type is the highest, so it is
-// always the last extension.
-var extPadding = []byte{0xff, 0xff, 0x00, 0x01, 0x00}
-
-// maxKeyShareExt is the length of the largest key share extension entry.
-const maxKeyShareExt = 2 + 2 + 1 + maxPublicKeySize
-
-// appendKeyShare appends a key share extension entry: type, length, then
-// the key exchange code and the public key.
-func appendKeyShare(b []byte, k KeyExchange, key []byte) []byte {
-	b = binary.BigEndian.AppendUint16(b, extKeyShare)
-	b = binary.BigEndian.AppendUint16(b, uint16(1+len(key)))
+// appendHelloRetry appends a HelloRetryRequest asking for a share of k.
+func appendHelloRetry(b []byte, k KeyExchange) []byte {
+	b, start := beginMessage(b)
+	b = append(b, msgHelloRetry)
+	b = binary.BigEndian.AppendUint16(b, ProtocolVersion)
 	b = append(b, uint8(k))
-	return append(b, key...)
+	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-frameHeaderSize))
+	return b
 }
 
-// parseExtensions validates the extension block of p: a sequence of
-// (type u16, length u16, value) entries with strictly increasing types.
-// It records a key share with a known code in p.shareKex and p.shareAt;
-// a share with an unknown code is ignored, as are unknown extensions
-// (both are still bound by the transcript). A share that is empty, or
-// whose key has the wrong length for its known code, is an error; so is a
-// second share (a repeated type).
-func (p *propose) parseExtensions() error {
-	p.shareKex, p.shareAt = 0, 0
-	r := reader{b: p.ext}
-	last := -1
-	for len(r.b) > 0 && !r.bad {
-		t := int(r.u16())
-		v := r.bytes(int(r.u16()))
-		if r.bad {
-			break
+// appendServerHello appends a ServerHello message (length prefix
+// included).
+func appendServerHello(b []byte, h *serverHello) []byte {
+	b, start := beginMessage(b)
+	b = append(b, msgServerHello)
+	b = binary.BigEndian.AppendUint16(b, h.version)
+	b = append(b, h.nonce[:]...)
+	b = binary.BigEndian.AppendUint32(b, h.maxFrame)
+	b = append(b, uint8(h.kex), uint8(h.suite))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(h.share)))
+	b = append(b, h.share...)
+	return endMessage(b, start)
+}
+
+// parseListenerReply decodes what a listener answers a ClientHello with: a
+// ServerHello (into h, aliasing body) or a HelloRetryRequest (retry is
+// then the key exchange asked for).
+func parseListenerReply(h *serverHello, body []byte) (retry KeyExchange, err error) {
+	if len(body) > 0 && body[0] == msgHelloRetry {
+		r := reader{b: body[1:]}
+		h.version = r.u16()
+		retry = KeyExchange(r.u8())
+		if err := r.end("HelloRetryRequest"); err != nil {
+			return 0, err
 		}
-		switch {
-		case t == last:
-			return fmt.Errorf("%w: extension 0x%04x repeated", ErrInvalidMessage, t)
-		case t < last:
-			return fmt.Errorf("%w: extension 0x%04x out of order", ErrInvalidMessage, t)
+		if retry == 0 {
+			return 0, fmt.Errorf("%w: HelloRetryRequest for key exchange 0", ErrInvalidMessage)
 		}
-		last = t
-		if t != extKeyShare {
-			continue
-		}
-		if len(v) == 0 {
-			return fmt.Errorf("%w: empty key share", ErrInvalidMessage)
-		}
-		k := KeyExchange(v[0])
-		if !k.Valid() {
-			continue // a code this side does not implement: never selected
-		}
-		if len(v)-1 != k.publicKeySize() {
-			return fmt.Errorf("%w: %s key share of %d bytes, want %d", ErrInvalidMessage, k, len(v)-1, k.publicKeySize())
-		}
-		p.shareKex, p.shareAt = k, uint16(len(p.ext)-len(r.b)-len(v)+1)
+		return retry, nil
 	}
-	return r.end("extensions")
-}
-
-// appendTo appends e as a handshake message (length prefix included).
-func (e *exchange) appendTo(b []byte) []byte {
-	b = binary.BigEndian.AppendUint32(b, uint32(4+len(e.key)))
-	b = append(b, msgExchange, uint8(e.kex))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(e.key)))
-	return append(b, e.key...)
-}
-
-// marshal encodes e as a new handshake message (length prefix included).
-func (e *exchange) marshal() []byte { return e.appendTo(nil) }
-
-// parseExchange decodes an Exchange body. The result aliases body.
-func parseExchange(body []byte) (exchange, error) {
+	const what = "ServerHello"
 	r := reader{b: body}
-	if t := r.u8(); !r.bad && t != msgExchange {
-		return exchange{}, fmt.Errorf("%w: message type 0x%02x, want Exchange (0x%02x)", ErrInvalidMessage, t, msgExchange)
+	if err := r.msgType(msgServerHello, what); err != nil {
+		return 0, err
 	}
-	e := exchange{kex: KeyExchange(r.u8())}
-	e.key = r.bytes(int(r.u16()))
-	if err := r.end("Exchange"); err != nil {
-		return exchange{}, err
+	h.version = r.u16()
+	copy(h.nonce[:], r.bytes(NonceSize))
+	h.maxFrame = r.u32()
+	h.kex = KeyExchange(r.u8())
+	h.suite = aead.Suite(r.u8())
+	h.share = r.bytes(int(r.u16()))
+	if err := r.padding(what); err != nil {
+		return 0, err
 	}
-	return e, nil
+	if err := r.end(what); err != nil {
+		return 0, err
+	}
+	if h.maxFrame < MinFrameSize {
+		return 0, fmt.Errorf("%w: maximum frame size %d below %d", ErrInvalidMessage, h.maxFrame, MinFrameSize)
+	}
+	return 0, nil
 }
 
-// confirmSize is the plaintext size of a key-confirmation message.
-const confirmSize = 1 + NonceSize + 2 + SignatureSize
-
-// appendConfirm appends the plaintext of a key-confirmation message.
-func appendConfirm(dst []byte, nonce [NonceSize]byte, sig []byte) []byte {
-	dst = append(dst, msgConfirm)
-	dst = append(dst, nonce[:]...)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(sig)))
-	return append(dst, sig...)
+// appendAuth appends the plaintext of an Auth message: its type, the
+// identity key and the signature.
+func appendAuth(b []byte, typ byte, pub []byte, sig []byte) []byte {
+	b = append(b, typ, keyTypeEd25519)
+	b = append(b, pub...)
+	return append(b, sig...)
 }
 
-// parseConfirm decodes a key-confirmation plaintext. The result aliases b.
-func parseConfirm(b []byte) (confirm, error) {
+// parseAuth decodes an Auth plaintext of the given type; the results alias
+// b.
+func parseAuth(b []byte, typ byte) (pub, sig []byte, err error) {
+	what := "ListenerAuth"
+	if typ == msgDialerAuth {
+		what = "DialerAuth"
+	}
 	r := reader{b: b}
-	if t := r.u8(); !r.bad && t != msgConfirm {
-		return confirm{}, fmt.Errorf("%w: message type 0x%02x, want Confirm (0x%02x)", ErrInvalidMessage, t, msgConfirm)
+	if err := r.msgType(typ, what); err != nil {
+		return nil, nil, err
 	}
-	var c confirm
-	copy(c.nonce[:], r.bytes(NonceSize))
-	c.sig = r.bytes(int(r.u16()))
-	if err := r.end("Confirm"); err != nil {
-		return confirm{}, err
+	if kt := r.u8(); !r.bad && kt != keyTypeEd25519 {
+		return nil, nil, fmt.Errorf("%w: identity key type 0x%02x, want Ed25519 (0x%02x)", ErrInvalidMessage, kt, keyTypeEd25519)
 	}
-	return c, nil
+	pub = r.bytes(PublicKeySize)
+	sig = r.bytes(SignatureSize)
+	if err := r.end(what); err != nil {
+		return nil, nil, err
+	}
+	return pub, sig, nil
 }

@@ -3,6 +3,7 @@ package secio
 import (
 	"bytes"
 	"crypto/ecdh"
+	"crypto/mlkem"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -14,45 +15,47 @@ import (
 	"github.com/tendril-p2p/tendril/hash/blake3"
 )
 
-// handshakeVector is a complete handshake transcript with its inputs.
+// handshakeVector is a complete handshake with its inputs, every message as
+// sent, the intermediate values of the key schedule, and records after it.
 type handshakeVector struct {
-	Comment         string `json:"comment"`
-	ClientSeed      string `json:"client_identity_seed"`
-	ServerSeed      string `json:"server_identity_seed"`
-	ClientRand      string `json:"client_rand"` // nonce || ephemeral scalar
-	ServerRand      string `json:"server_rand"`
-	Ciphers         string `json:"ciphers"`
-	ClientPeerID    string `json:"client_peer_id"`
-	ServerPeerID    string `json:"server_peer_id"`
-	ClientPropose   string `json:"client_propose"`
-	ServerPropose   string `json:"server_propose"`
-	KeyShares       bool   `json:"key_shares_used,omitempty"` // then no Exchange
-	ClientExchange  string `json:"client_exchange"`
-	ServerExchange  string `json:"server_exchange"`
-	ClientConfirm   string `json:"client_confirm_frame"`
-	ServerConfirm   string `json:"server_confirm_frame"`
-	First           string `json:"first"`
-	KeyExchange     string `json:"key_exchange"`
-	Suite           string `json:"suite"`
-	SharedSecret    string `json:"shared_secret"`
-	Transcript      string `json:"transcript_hash"`
-	KeyFirstSecond  string `json:"key_first_to_second"`
-	KeySecondFirst  string `json:"key_second_to_first"`
-	ClientData      string `json:"client_data_plaintext"`
-	ClientDataFrame string `json:"client_data_frame"`
-	ServerData      string `json:"server_data_plaintext"`
-	ServerDataFrame string `json:"server_data_frame"`
+	Comment          string `json:"comment"`
+	DialerSeed       string `json:"dialer_identity_seed"`
+	ListenerSeed     string `json:"listener_identity_seed"`
+	DialerRand       string `json:"dialer_rand"`   // nonce || [ML-KEM seed] || X25519 scalar
+	ListenerRand     string `json:"listener_rand"` // X25519 scalar || [encapsulation randomness] || nonce
+	KeyExchange      string `json:"key_exchange"`
+	Suite            string `json:"suite"`
+	DialerPeerID     string `json:"dialer_peer_id"`
+	ListenerPeerID   string `json:"listener_peer_id"`
+	ClientHello      string `json:"client_hello"`
+	ServerHello      string `json:"server_hello"`
+	ListenerAuth     string `json:"listener_auth_frame"`
+	DialerAuth       string `json:"dialer_auth_frame"`
+	SharedSecret     string `json:"shared_secret"`
+	TranscriptSH     string `json:"transcript_server_hello"`
+	TranscriptLA     string `json:"transcript_listener_auth"`
+	TranscriptDA     string `json:"transcript_dialer_auth"`
+	HandshakeKeyD2L  string `json:"handshake_key_dialer_to_listener"`
+	HandshakeKeyL2D  string `json:"handshake_key_listener_to_dialer"`
+	TrafficKeyD2L    string `json:"traffic_key_dialer_to_listener"`
+	TrafficKeyL2D    string `json:"traffic_key_listener_to_dialer"`
+	DialerData       string `json:"dialer_data_plaintext"`
+	DialerDataFrame  string `json:"dialer_data_frame"`
+	ListenerData     string `json:"listener_data_plaintext"`
+	ListenerDataFrm  string `json:"listener_data_frame"`
+	KeyUpdateFrame   string `json:"dialer_key_update_frame"`
+	UpdatedKeyD2L    string `json:"updated_key_dialer_to_listener"`
+	DataAfterUpdate  string `json:"dialer_data_frame_after_update"`
+	DialerCloseFrame string `json:"dialer_close_frame"`
 }
 
-// The handshake vectors: the default two-flight handshake (key shares in
-// the Proposes) and the three-flight one (neither side sends a share, as
-// before the key share extension), from the same inputs.
+// The handshake vectors: the default hybrid exchange and a classical one.
 var handshakeVectorFiles = []struct {
-	file       string
-	noKeyShare bool
+	file string
+	kex  KeyExchange
 }{
-	{"testdata/handshake_vector_keyshare.json", false},
-	{"testdata/handshake_vector.json", true},
+	{"testdata/handshake_vector_hybrid.json", X25519MLKEM768},
+	{"testdata/handshake_vector_x25519.json", X25519},
 }
 
 func vectorInput(label string, n int) []byte {
@@ -64,77 +67,75 @@ func vectorInput(label string, n int) []byte {
 	return out[:n]
 }
 
-// runVectorHandshake runs a handshake with the vector's inputs and records
-// what each side writes, including one data frame each way.
-func runVectorHandshake(t *testing.T, v *handshakeVector, noKeyShare bool) (client, server [][]byte) {
-	t.Helper()
-	cs, _ := hex.DecodeString(v.ClientSeed)
-	ss, _ := hex.DecodeString(v.ServerSeed)
-	cr, _ := hex.DecodeString(v.ClientRand)
-	sr, _ := hex.DecodeString(v.ServerRand)
-	ck, _ := UnmarshalPrivateKey(cs)
-	sk, _ := UnmarshalPrivateKey(ss)
-	ciphers := []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}
-	// The vectors pin both lists, so that they do not follow the defaults.
-	kexes := []KeyExchange{X25519, P256}
-	cc := &Config{PrivateKey: ck, Ciphers: ciphers, KeyExchanges: kexes, Rand: bytes.NewReader(cr)}
-	sc := &Config{PrivateKey: sk, Ciphers: ciphers, KeyExchanges: kexes, Rand: bytes.NewReader(sr)}
-	cc.noKeyShare, sc.noKeyShare = noKeyShare, noKeyShare
-	ca, cb, rc, rs := recordedHandshake(t, cc, sc)
-	defer ca.Close()
-	defer cb.Close()
-	go ca.Write([]byte(v.ClientData))
-	if got, err := readN(cb, len(v.ClientData)); err != nil || string(got) != v.ClientData {
-		t.Fatal(err)
-	}
-	go cb.Write([]byte(v.ServerData))
-	if got, err := readN(ca, len(v.ServerData)); err != nil || string(got) != v.ServerData {
-		t.Fatal(err)
-	}
-	return rc.writes, rs.writes
-}
-
 func TestHandshakeVector(t *testing.T) {
 	for _, f := range handshakeVectorFiles {
-		t.Run(f.file, func(t *testing.T) { testHandshakeVector(t, f.file, f.noKeyShare) })
+		t.Run(f.kex.String(), func(t *testing.T) { testHandshakeVector(t, f.file, f.kex) })
 	}
 }
 
-// vectorMessages returns the handshake messages and data frame a side
-// wrote, in the order of the vector's fields (Propose, Exchange, Confirm,
-// data frame), with an empty Exchange when the key shares are used.
-func vectorMessages(t *testing.T, w [][]byte, noKeyShare bool) [4]string {
+// runVector runs a handshake with the vector's inputs and fills the wire
+// fields: the handshake messages, one data frame each way, then from the
+// dialer a key update, a data frame under the next key and a close record.
+func runVector(t *testing.T, v *handshakeVector, kex KeyExchange) {
 	t.Helper()
-	if !noKeyShare {
-		w = [][]byte{w[0], nil, w[1], w[2]}
+	dec := func(s string) []byte { b, _ := hex.DecodeString(s); return b }
+	ck, _ := UnmarshalPrivateKey(dec(v.DialerSeed))
+	sk, _ := UnmarshalPrivateKey(dec(v.ListenerSeed))
+	ciphers := []aead.Suite{aead.AES128GCM}
+	kexes := []KeyExchange{kex}
+	cc := &Config{PrivateKey: ck, Ciphers: ciphers, KeyExchanges: kexes, Rand: bytes.NewReader(dec(v.DialerRand))}
+	sc := &Config{PrivateKey: sk, Ciphers: ciphers, KeyExchanges: kexes, Rand: bytes.NewReader(dec(v.ListenerRand))}
+	ca, cb, rc, rs := recordedHandshake(t, cc, sc)
+	defer cb.Close()
+	go ca.Write([]byte(v.DialerData))
+	if got, err := readN(cb, len(v.DialerData)); err != nil || string(got) != v.DialerData {
+		t.Fatal(err)
 	}
-	if len(w) != 4 {
-		t.Fatalf("%d writes, want Propose, Exchange, Confirm and a data frame", len(w))
+	go cb.Write([]byte(v.ListenerData))
+	if got, err := readN(ca, len(v.ListenerData)); err != nil || string(got) != v.ListenerData {
+		t.Fatal(err)
 	}
-	return [4]string{hex.EncodeToString(w[0]), hex.EncodeToString(w[1]), hex.EncodeToString(w[2]), hex.EncodeToString(w[3])}
+	ca.out.updateAt = 1 // the next Write starts with a key update
+	go func() {
+		ca.Write([]byte(v.DialerData))
+		ca.Close()
+	}()
+	if got, err := readN(cb, len(v.DialerData)); err != nil || string(got) != v.DialerData {
+		t.Fatal(err)
+	}
+	if n, err := cb.Read(make([]byte, 1)); n != 0 || err == nil || err.Error() != "EOF" {
+		t.Fatalf("after the close record: %d, %v", n, err)
+	}
+	w, l := rc.writes, rs.writes
+	if len(w) != 6 || len(l) != 2 {
+		t.Fatalf("%d dialer writes, %d listener writes", len(w), len(l))
+	}
+	enc := hex.EncodeToString
+	shLen := 4 + int(binary.BigEndian.Uint32(l[0]))
+	v.ClientHello, v.DialerAuth, v.DialerDataFrame = enc(w[0]), enc(w[1]), enc(w[2])
+	v.KeyUpdateFrame, v.DataAfterUpdate, v.DialerCloseFrame = enc(w[3]), enc(w[4]), enc(w[5])
+	v.ServerHello, v.ListenerAuth, v.ListenerDataFrm = enc(l[0][:shLen]), enc(l[0][shLen:]), enc(l[1])
 }
 
-func testHandshakeVector(t *testing.T, file string, noKeyShare bool) {
+func testHandshakeVector(t *testing.T, file string, kex KeyExchange) {
+	var v handshakeVector
 	if *update {
-		v := &handshakeVector{
-			Comment:    "generated by TestHandshakeVector; see docs/secio.md",
-			ClientSeed: hex.EncodeToString(vectorInput("client identity", 32)),
-			ServerSeed: hex.EncodeToString(vectorInput("server identity", 32)),
-			ClientRand: hex.EncodeToString(vectorInput("client rand", 48)),
-			ServerRand: hex.EncodeToString(vectorInput("server rand", 48)),
-			Ciphers:    "AES-128-GCM, CHACHA20-POLY1305 (both sides); key exchanges X25519, P-256 (both sides)",
-			ClientData: "hello from the client",
-			ServerData: "hello from the server",
+		randLen := NonceSize + 32
+		if kex == X25519MLKEM768 {
+			randLen += 64
 		}
-		if !noKeyShare {
-			v.Comment += "; both Proposes carry an X25519 key share, so there is no Exchange"
+		v = handshakeVector{
+			Comment:      "generated by TestHandshakeVector; see docs/secio.md. One cipher and one key exchange on both sides.",
+			DialerSeed:   hex.EncodeToString(vectorInput("dialer identity", 32)),
+			ListenerSeed: hex.EncodeToString(vectorInput("listener identity", 32)),
+			DialerRand:   hex.EncodeToString(vectorInput("dialer rand", randLen)),
+			ListenerRand: hex.EncodeToString(vectorInput("listener rand", randLen)),
+			DialerData:   "hello from the dialer",
+			ListenerData: "hello from the listener",
 		}
-		c, s := runVectorHandshake(t, v, noKeyShare)
-		cm, sm := vectorMessages(t, c, noKeyShare), vectorMessages(t, s, noKeyShare)
-		v.ClientPropose, v.ClientExchange, v.ClientConfirm, v.ClientDataFrame = cm[0], cm[1], cm[2], cm[3]
-		v.ServerPropose, v.ServerExchange, v.ServerConfirm, v.ServerDataFrame = sm[0], sm[1], sm[2], sm[3]
-		deriveVector(t, v, true)
-		b, _ := json.MarshalIndent(v, "", "  ")
+		runVector(t, &v, kex)
+		deriveVector(t, &v, kex, true)
+		b, _ := json.MarshalIndent(&v, "", "  ")
 		if err := os.WriteFile(file, append(b, '\n'), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -143,57 +144,38 @@ func testHandshakeVector(t *testing.T, file string, noKeyShare bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v handshakeVector
 	if err := json.Unmarshal(data, &v); err != nil {
 		t.Fatal(err)
 	}
 	// 1. The implementation reproduces every byte.
-	c, s := runVectorHandshake(t, &v, noKeyShare)
-	cm, sm := vectorMessages(t, c, noKeyShare), vectorMessages(t, s, noKeyShare)
-	for i, want := range []string{v.ClientPropose, v.ClientExchange, v.ClientConfirm, v.ClientDataFrame} {
-		if got := cm[i]; got != want {
-			t.Errorf("client message %d:\n got %s\nwant %s", i, got, want)
-		}
-	}
-	for i, want := range []string{v.ServerPropose, v.ServerExchange, v.ServerConfirm, v.ServerDataFrame} {
-		if got := sm[i]; got != want {
-			t.Errorf("server message %d:\n got %s\nwant %s", i, got, want)
+	got := v
+	runVector(t, &got, kex)
+	for _, f := range [][3]string{
+		{"client hello", got.ClientHello, v.ClientHello},
+		{"server hello", got.ServerHello, v.ServerHello},
+		{"listener auth", got.ListenerAuth, v.ListenerAuth},
+		{"dialer auth", got.DialerAuth, v.DialerAuth},
+		{"dialer data", got.DialerDataFrame, v.DialerDataFrame},
+		{"listener data", got.ListenerDataFrm, v.ListenerDataFrm},
+		{"key update", got.KeyUpdateFrame, v.KeyUpdateFrame},
+		{"data after update", got.DataAfterUpdate, v.DataAfterUpdate},
+		{"close", got.DialerCloseFrame, v.DialerCloseFrame},
+	} {
+		if f[1] != f[2] {
+			t.Errorf("%s:\n got %s\nwant %s", f[0], f[1], f[2])
 		}
 	}
 	// 2. The derivation written in docs/secio.md, redone here from the
-	// recorded bytes, gives the stored hash and keys, and they open the
-	// recorded frames.
-	deriveVector(t, &v, false)
+	// recorded bytes and the inputs, gives the stored values, and they
+	// open the recorded records.
+	deriveVector(t, &v, kex, false)
 }
 
-// vectorKeyShare walks a Propose's extensions as docs/secio.md lays them
-// out and returns the key share's code and key, if there is one.
-func vectorKeyShare(t *testing.T, msg []byte) (code byte, key []byte, ok bool) {
-	t.Helper()
-	body := msg[4:]
-	off := 22 + 32 // max frame, after the 32-byte identity key
-	off += 4
-	off += 1 + int(body[off]) // key exchanges
-	off += 1 + int(body[off]) // ciphers
-	e := int(binary.BigEndian.Uint16(body[off:]))
-	ext := body[off+2:]
-	if len(ext) != e {
-		t.Fatalf("extensions: %d bytes, length field %d", len(ext), e)
-	}
-	for len(ext) > 0 {
-		typ, n := binary.BigEndian.Uint16(ext), int(binary.BigEndian.Uint16(ext[2:]))
-		if typ == 0x0001 {
-			return ext[4], ext[5 : 4+n], true
-		}
-		ext = ext[4+n:]
-	}
-	return 0, nil, false
-}
-
-// deriveVector recomputes the order, shared secret, transcript hash and keys
-// from the recorded messages, following docs/secio.md step by step, and
-// either fills them in (fill) or checks them.
-func deriveVector(t *testing.T, v *handshakeVector, fill bool) {
+// deriveVector recomputes the shared secret, transcript hashes and keys
+// from the recorded messages and the random inputs, following
+// docs/secio.md step by step, and either fills them in (fill) or checks
+// them; then it opens every record and checks both signatures.
+func deriveVector(t *testing.T, v *handshakeVector, kex KeyExchange, fill bool) {
 	t.Helper()
 	dec := func(s string) []byte {
 		b, err := hex.DecodeString(s)
@@ -202,108 +184,102 @@ func deriveVector(t *testing.T, v *handshakeVector, fill bool) {
 		}
 		return b
 	}
-	cp, sp := dec(v.ClientPropose), dec(v.ServerPropose)
-	ce, se := dec(v.ClientExchange), dec(v.ServerExchange)
-	cr, sr := dec(v.ClientRand), dec(v.ServerRand)
-	// Propose: nonce at body offset 3, key at offset 22.
-	cNonce, sNonce := cp[4+3:4+19], sp[4+3:4+19]
-	cPub, sPub := cp[4+22:4+54], sp[4+22:4+54]
-	if !bytes.Equal(cNonce, cr[:16]) || !bytes.Equal(sNonce, sr[:16]) {
-		t.Fatal("nonces are not the first 16 Rand bytes")
+	ch, sh, la, da := dec(v.ClientHello), dec(v.ServerHello), dec(v.ListenerAuth), dec(v.DialerAuth)
+	dr, lr := dec(v.DialerRand), dec(v.ListenerRand)
+	// ClientHello: type, version, nonce, max frame, 1 kex, 1 cipher, then
+	// the share's code and u16 length.
+	body := ch[4:]
+	shareAt := 1 + 2 + NonceSize + 4 + 2 + 2
+	if KeyExchange(body[shareAt]) != kex {
+		t.Fatalf("share code %d", body[shareAt])
 	}
-	// Order: the client is first if BLAKE3(server key || client nonce) >
-	// BLAKE3(client key || server nonce).
-	h1 := blake3.Sum256(append(bytes.Clone(sPub), cNonce...))
-	h2 := blake3.Sum256(append(bytes.Clone(cPub), sNonce...))
-	clientFirst := bytes.Compare(h1[:], h2[:]) > 0
-	first := "server"
-	pF, pS, eF, eS := sp, cp, se, ce
-	if clientFirst {
-		first = "client"
-		pF, pS, eF, eS = cp, sp, ce, se
-	}
-	// Both lists start with X25519, so it is selected whoever is first.
-	// The key shares are used iff both Proposes carry one for it; then
-	// there is no Exchange and the peer's ephemeral key is its share.
-	// Otherwise each Exchange body is type, kex code, u16 length, key.
-	cCode, cShare, cOK := vectorKeyShare(t, cp)
-	sCode, sShare, sOK := vectorKeyShare(t, sp)
-	shares := cOK && sOK && cCode == uint8(X25519) && sCode == uint8(X25519)
-	if shares != (len(ce) == 0 && len(se) == 0) {
-		t.Fatalf("key shares used: %v, but exchanges of %d and %d bytes", shares, len(ce), len(se))
-	}
-	cKey, sKey := cShare, sShare
-	if !shares {
-		if ce[5] != uint8(X25519) || se[5] != uint8(X25519) {
-			t.Fatalf("vector does not use X25519: %x %x", ce[5], se[5])
+	dShare := body[shareAt+3 : shareAt+3+int(binary.BigEndian.Uint16(body[shareAt+1:]))]
+	// ServerHello: type, version, nonce, max frame, kex, cipher, u16 length.
+	sbody := sh[4:]
+	sAt := 1 + 2 + NonceSize + 4
+	suite := aead.Suite(sbody[sAt+1])
+	lShare := sbody[sAt+4 : sAt+4+int(binary.BigEndian.Uint16(sbody[sAt+2:]))]
+	// The shared secret, from the dialer's random input.
+	var secret []byte
+	scalar := dr[NonceSize:]
+	if kex == X25519MLKEM768 {
+		dk, err := mlkem.NewDecapsulationKey768(dr[NonceSize : NonceSize+64])
+		if err != nil {
+			t.Fatal(err)
 		}
-		cKey, sKey = ce[8:], se[8:]
+		if !bytes.Equal(dk.EncapsulationKey().Bytes(), dShare[:1184]) {
+			t.Fatal("the ClientHello's encapsulation key is not the one from the seed")
+		}
+		ss, err := dk.Decapsulate(lShare[:1088])
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret = ss
+		scalar = dr[NonceSize+64:]
+		lShare = lShare[1088:]
 	}
-	// Each side's ephemeral scalar is its 32 Rand bytes after the nonce.
-	cPriv, err := ecdh.X25519().NewPrivateKey(cr[16:48])
+	priv, _ := ecdh.X25519().NewPrivateKey(scalar[:32])
+	pub, _ := ecdh.X25519().NewPublicKey(lShare)
+	ec, err := priv.ECDH(pub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sPriv, err := ecdh.X25519().NewPrivateKey(sr[16:48])
-	if err != nil {
-		t.Fatal(err)
+	secret = append(secret, ec...)
+	// The listener's X25519 key comes from its first 32 random bytes.
+	lpriv, _ := ecdh.X25519().NewPrivateKey(lr[:32])
+	if !bytes.Equal(lpriv.PublicKey().Bytes(), lShare) {
+		t.Fatal("the listener's X25519 share is not from its random input")
 	}
-	if !bytes.Equal(cPriv.PublicKey().Bytes(), cKey) || !bytes.Equal(sPriv.PublicKey().Bytes(), sKey) {
-		t.Fatal("ephemeral keys are not from the Rand bytes after the nonces")
+	// Transcript hashes and keys.
+	th := func(msgs ...[]byte) []byte {
+		h := blake3.NewDeriveKey("tendril 2026-12-01 secio v2 transcript")
+		for _, m := range msgs {
+			h.Write(m)
+		}
+		return h.Sum(nil)
 	}
-	sPub2, err := ecdh.X25519().NewPublicKey(sKey)
-	if err != nil {
-		t.Fatal(err)
+	tSH, tLA, tDA := th(ch, sh), th(ch, sh, la), th(ch, sh, la, da)
+	key := func(context string, transcript []byte) []byte {
+		k := make([]byte, suite.KeySize())
+		blake3.DeriveKey(k, "tendril 2026-12-01 secio v2 "+context, append(bytes.Clone(transcript), secret...))
+		return k
 	}
-	secret, err := cPriv.ECDH(sPub2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// T over P1 || P2, and E1 || E2 after an Exchange flight.
-	th := blake3.NewDeriveKey("tendril 2026-11-30 secio v1 transcript")
-	th.Write(pF)
-	th.Write(pS)
-	th.Write(eF)
-	th.Write(eS)
-	transcript := th.Sum(nil)
-	material := append(bytes.Clone(transcript), secret...)
-	suite := aead.AES128GCM // both lists start with it, whoever wins
-	kFS := make([]byte, suite.KeySize())
-	kSF := make([]byte, suite.KeySize())
-	blake3.DeriveKey(kFS, "tendril 2026-11-30 secio v1 key first-to-second", material)
-	blake3.DeriveKey(kSF, "tendril 2026-11-30 secio v1 key second-to-first", material)
+	hD2L, hL2D := key("handshake key dialer-to-listener", tSH), key("handshake key listener-to-dialer", tSH)
+	kD2L, kL2D := key("traffic key dialer-to-listener", tDA), key("traffic key listener-to-dialer", tDA)
+	next := make([]byte, suite.KeySize())
+	blake3.DeriveKey(next, "tendril 2026-12-01 secio v2 key update", kD2L)
+	ck, _ := UnmarshalPrivateKey(dec(v.DialerSeed))
+	sk, _ := UnmarshalPrivateKey(dec(v.ListenerSeed))
 	got := map[string]string{
-		"first": first, "kex": X25519.String(), "suite": suite.String(),
-		"secret": hex.EncodeToString(secret), "transcript": hex.EncodeToString(transcript),
-		"kfs": hex.EncodeToString(kFS), "ksf": hex.EncodeToString(kSF),
-		"cid": PeerID{digest: blake3.Sum256(cPub)}.String(), "sid": PeerID{digest: blake3.Sum256(sPub)}.String(),
+		"kex": kex.String(), "suite": suite.String(), "secret": hex.EncodeToString(secret),
+		"tSH": hex.EncodeToString(tSH), "tLA": hex.EncodeToString(tLA), "tDA": hex.EncodeToString(tDA),
+		"hD2L": hex.EncodeToString(hD2L), "hL2D": hex.EncodeToString(hL2D),
+		"kD2L": hex.EncodeToString(kD2L), "kL2D": hex.EncodeToString(kL2D), "next": hex.EncodeToString(next),
+		"did": ck.PeerID().String(), "lid": sk.PeerID().String(),
 	}
 	if fill {
-		v.First, v.KeyExchange, v.Suite = got["first"], got["kex"], got["suite"]
-		v.KeyShares = shares
-		v.SharedSecret, v.Transcript = got["secret"], got["transcript"]
-		v.KeyFirstSecond, v.KeySecondFirst = got["kfs"], got["ksf"]
-		v.ClientPeerID, v.ServerPeerID = got["cid"], got["sid"]
+		v.KeyExchange, v.Suite, v.SharedSecret = got["kex"], got["suite"], got["secret"]
+		v.TranscriptSH, v.TranscriptLA, v.TranscriptDA = got["tSH"], got["tLA"], got["tDA"]
+		v.HandshakeKeyD2L, v.HandshakeKeyL2D = got["hD2L"], got["hL2D"]
+		v.TrafficKeyD2L, v.TrafficKeyL2D, v.UpdatedKeyD2L = got["kD2L"], got["kL2D"], got["next"]
+		v.DialerPeerID, v.ListenerPeerID = got["did"], got["lid"]
 	}
 	want := map[string]string{
-		"first": v.First, "kex": v.KeyExchange, "suite": v.Suite, "secret": v.SharedSecret,
-		"transcript": v.Transcript, "kfs": v.KeyFirstSecond, "ksf": v.KeySecondFirst,
-		"cid": v.ClientPeerID, "sid": v.ServerPeerID,
+		"kex": v.KeyExchange, "suite": v.Suite, "secret": v.SharedSecret,
+		"tSH": v.TranscriptSH, "tLA": v.TranscriptLA, "tDA": v.TranscriptDA,
+		"hD2L": v.HandshakeKeyD2L, "hL2D": v.HandshakeKeyL2D,
+		"kD2L": v.TrafficKeyD2L, "kL2D": v.TrafficKeyL2D, "next": v.UpdatedKeyD2L,
+		"did": v.DialerPeerID, "lid": v.ListenerPeerID,
 	}
 	for k := range want {
 		if got[k] != want[k] {
 			t.Errorf("%s: derived %s, vector %s", k, got[k], want[k])
 		}
 	}
-	if v.KeyShares != shares {
-		t.Errorf("key shares used: derived %v, vector %v", shares, v.KeyShares)
-	}
-	// Open the Confirm and data frames with the derived keys and counters.
-	clientKey, serverKey := kSF, kFS
-	if clientFirst {
-		clientKey, serverKey = kFS, kSF
-	}
-	open := func(key, frame []byte, ctr byte) []byte {
+	// Open each record with its key and counter; the last plaintext byte
+	// is the record type.
+	open := func(key, frame []byte, ctr byte, typ byte) []byte {
+		t.Helper()
 		a, _ := aead.New(suite, key)
 		if int(binary.BigEndian.Uint32(frame)) != len(frame)-4 {
 			t.Fatal("frame length prefix wrong")
@@ -314,27 +290,34 @@ func deriveVector(t *testing.T, v *handshakeVector, fill bool) {
 		if err != nil {
 			t.Fatalf("frame does not open: %v", err)
 		}
-		return pt
+		if pt[len(pt)-1] != typ {
+			t.Fatalf("record type %d, want %d", pt[len(pt)-1], typ)
+		}
+		return pt[:len(pt)-1]
 	}
-	ccf := open(clientKey, dec(v.ClientConfirm), 0)
-	scf := open(serverKey, dec(v.ServerConfirm), 0)
-	if ccf[0] != msgConfirm || !bytes.Equal(ccf[1:17], sNonce) || !bytes.Equal(scf[1:17], cNonce) {
-		t.Fatal("confirm does not echo the peer's nonce")
+	lauth := open(hL2D, la, 0, recordHandshake)
+	dauth := open(hD2L, da, 0, recordHandshake)
+	signed := func(role byte, transcript, pub []byte) []byte {
+		m := append([]byte("tendril 2026-12-01 secio v2 signature\x00"), role)
+		return append(append(m, transcript...), pub...)
 	}
-	roleC, roleS := byte(roleSecond), byte(roleFirst)
-	if clientFirst {
-		roleC, roleS = roleFirst, roleSecond
+	if lauth[0] != msgListenerAuth || dauth[0] != msgDialerAuth || lauth[1] != 1 || dauth[1] != 1 {
+		t.Fatal("Auth types")
 	}
-	cpk, _ := UnmarshalPublicKey(cPub)
-	spk, _ := UnmarshalPublicKey(sPub)
-	signed := func(role byte) []byte {
-		return append(append([]byte("tendril 2026-11-30 secio v1 signature\x00"), role), transcript...)
+	if !bytes.Equal(lauth[2:34], sk.Public().Bytes()) || !bytes.Equal(dauth[2:34], ck.Public().Bytes()) {
+		t.Fatal("Auth identities")
 	}
-	if !cpk.Verify(signed(roleC), ccf[19:]) || !spk.Verify(signed(roleS), scf[19:]) {
-		t.Fatal("confirm signatures do not verify")
+	if !sk.Public().Verify(signed(roleListener, tSH, lauth[2:34]), lauth[34:]) ||
+		!ck.Public().Verify(signed(roleDialer, tLA, dauth[2:34]), dauth[34:]) {
+		t.Fatal("Auth signatures do not verify")
 	}
-	if string(open(clientKey, dec(v.ClientDataFrame), 1)) != v.ClientData ||
-		string(open(serverKey, dec(v.ServerDataFrame), 1)) != v.ServerData {
+	if string(open(kD2L, dec(v.DialerDataFrame), 0, recordData)) != v.DialerData ||
+		string(open(kL2D, dec(v.ListenerDataFrm), 0, recordData)) != v.ListenerData {
 		t.Fatal("data frames do not open to the vector's plaintext")
+	}
+	if len(open(kD2L, dec(v.KeyUpdateFrame), 1, recordKeyUpdate)) != 0 ||
+		string(open(next, dec(v.DataAfterUpdate), 0, recordData)) != v.DialerData ||
+		len(open(next, dec(v.DialerCloseFrame), 1, recordClose)) != 0 {
+		t.Fatal("key update, data under the next key, close")
 	}
 }
