@@ -25,7 +25,7 @@ const (
 type Config struct {
 	// MaxStreamWindow is the largest receive window a stream grows to. Every stream starts
 	// at InitialStreamWindow (256 KiB, the yamux specification's) and its window doubles
-	// each time the application has read half of it within a round trip, i.e. while
+	// each time the application has read half of it within 1.5 round trips, i.e. while
 	// the window, not the reader, limits the stream, up to this size and as far as the
 	// memory budgets allow. A stream moves at most one window per round trip: 32 MiB is
 	// 335 MB/s at 100 ms. Default 32 MiB; range MinStreamWindow to MaxStreamWindowLimit.

@@ -4,8 +4,8 @@
 // engine is tendril's own, built for what a p2p node on the open internet needs:
 //
 //   - Windows that grow with the path. Every stream starts at the specification's 256 KiB
-//     window; each time the application has read half its window within a measured round
-//     trip (the window, not the reader, was the limit), the window doubles, up to
+//     window; each time the application has read half its window within 1.5 measured
+//     round trips (the window, not the reader, was the limit), the window doubles, up to
 //     Config.MaxStreamWindow (32 MiB). One stream moves a window per round trip, so a fixed
 //     window caps throughput on long paths: 1 MiB is 21 MB/s at 50 ms.
 //   - Memory budgets. Every window granted is what the peer may make this side buffer, so

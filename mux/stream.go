@@ -147,10 +147,11 @@ func (st *Stream) Read(p []byte) (int, error) {
 
 // consumedLocked accounts for n bytes read and reports whether a window update is due:
 // once half the window was read. The window doubles, as far as the budget allows, when
-// that half took less than a round trip: the window, not the reader, limits the stream.
-// Behind a bottleneck of rate B the window stops at about 2·B·RTT, so a bulk stream keeps
-// the link busy without queueing more than about one round trip of data in front of the
-// session's other streams.
+// that half took less than 1.5 round trips: the window, not the reader, limits the stream
+// (a window-limited stream reads half its window about once per round trip; measured
+// through a delay proxy). Behind a bottleneck of rate B the window stops at about
+// 3·B·RTT, so a bulk stream keeps the link busy without queueing much more than two round
+// trips of data in front of the session's other streams.
 func (st *Stream) consumedLocked(n int) bool {
 	if st.removed || st.finRecv {
 		return false // nothing more comes: no update needed
@@ -163,7 +164,7 @@ func (st *Stream) consumedLocked(n int) bool {
 	st.consumed = 0
 	now := time.Now()
 	s := st.s
-	if rtt := s.RTT(); rtt > 0 && st.recvWindow < s.cfg.MaxStreamWindow && now.Sub(st.epoch) < rtt {
+	if rtt := s.RTT(); rtt > 0 && st.recvWindow < s.cfg.MaxStreamWindow && now.Sub(st.epoch) < rtt*3/2 {
 		grow := min(st.recvWindow, s.cfg.MaxStreamWindow-st.recvWindow)
 		if s.budget.reserve(int64(grow)) {
 			st.reserved += int64(grow)
