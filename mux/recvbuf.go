@@ -2,12 +2,39 @@ package mux
 
 import "sync"
 
-// chunkSize is the unit of a stream's receive buffer. A stream holds at most one partly
-// filled chunk beyond its data, so the budget charges each stream its window plus one
-// chunk; small frames share a chunk, so a peer gains nothing by sending tiny ones.
+// chunkSize is the largest unit of a stream's receive buffer. A stream holds at most one
+// partly filled chunk beyond its data, so the budget charges each stream its window plus
+// one chunk; small frames share a chunk, so a peer gains nothing by sending tiny ones. A
+// small frame arriving on an empty buffer gets a small chunk: a stream holding a few bytes
+// nobody has read yet (a negotiation answer, say) holds 512 bytes, not 16 KiB.
 const chunkSize = 16 << 10
 
-var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+// chunkClasses are the chunk sizes, smallest first.
+var chunkClasses = [...]int{512, 2 << 10, chunkSize}
+
+var chunkPools [len(chunkClasses)]sync.Pool
+
+func getChunk(want int) []byte {
+	for i, size := range chunkClasses {
+		if want <= size || i == len(chunkClasses)-1 {
+			if c, ok := chunkPools[i].Get().(*[]byte); ok {
+				return (*c)[:size]
+			}
+			return make([]byte, size)
+		}
+	}
+	panic("unreachable")
+}
+
+func putChunk(c []byte) {
+	for i, size := range chunkClasses {
+		if cap(c) == size {
+			c = c[:size]
+			chunkPools[i].Put(&c)
+			return
+		}
+	}
+}
 
 // recvBuf holds the bytes received on a stream and not yet read: a queue of chunks from a
 // pool, returned to it as soon as they are read, so an idle stream holds none.
@@ -18,7 +45,7 @@ var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
 // stays in place even if everything before it is read or the buffer is dropped. Every
 // method must be called with the owner's lock held.
 type recvBuf struct {
-	chunks  []*[chunkSize]byte
+	chunks  [][]byte
 	head    int  // read offset in chunks[0]
 	tail    int  // write offset in chunks[len-1]
 	n       int  // bytes held
@@ -32,8 +59,8 @@ func (b *recvBuf) Len() int { return b.n }
 // space returns the free part of the last chunk, adding a chunk if there is none, at most
 // max bytes, and marks a fill in progress; commit ends it.
 func (b *recvBuf) space(max int) []byte {
-	if len(b.chunks) == 0 || b.tail == chunkSize {
-		b.chunks = append(b.chunks, chunkPool.Get().(*[chunkSize]byte))
+	if len(b.chunks) == 0 || b.tail == len(b.chunks[len(b.chunks)-1]) {
+		b.chunks = append(b.chunks, getChunk(max))
 		b.tail = 0
 	}
 	b.filling = true
@@ -58,7 +85,7 @@ func (b *recvBuf) Read(p []byte) int {
 	total := 0
 	for len(p) > 0 && b.n > 0 {
 		c := b.chunks[0]
-		end := chunkSize
+		end := len(c)
 		if len(b.chunks) == 1 {
 			end = b.tail
 		}
@@ -68,7 +95,7 @@ func (b *recvBuf) Read(p []byte) int {
 		total += k
 		p = p[k:]
 		if b.head == end && len(b.chunks) > 1 {
-			chunkPool.Put(c)
+			putChunk(c)
 			b.chunks[0] = nil
 			b.chunks = b.chunks[1:]
 			b.head = 0
@@ -86,7 +113,7 @@ func (b *recvBuf) free() {
 		// The last chunk is being read into: keep it until commit, drop the rest.
 		last := len(b.chunks) - 1
 		for i, c := range b.chunks[:last] {
-			chunkPool.Put(c)
+			putChunk(c)
 			b.chunks[i] = nil
 		}
 		b.chunks = b.chunks[last:]
@@ -94,7 +121,7 @@ func (b *recvBuf) free() {
 		return
 	}
 	for i, c := range b.chunks {
-		chunkPool.Put(c)
+		putChunk(c)
 		b.chunks[i] = nil
 	}
 	b.chunks, b.head, b.tail, b.n = nil, 0, 0, 0

@@ -44,11 +44,12 @@ type Stream struct {
 
 	// Receive side: recvCredit + buf.Len() + consumed == recvWindow.
 	buf        recvBuf
-	recvWindow uint32 // the window granted, auto-tuned
-	recvCredit uint32 // bytes the peer may still send
-	consumed   uint32 // bytes read and not yet granted back
-	epoch      time.Time
-	reserved   int64 // budget held for this stream
+	recvWindow uint32    // the window granted, auto-tuned
+	recvCredit uint32    // bytes the peer may still send
+	consumed   uint32    // bytes read and not yet granted back
+	epoch      time.Time // start of the half window being read (window growth)
+	epochRead  uint32    // bytes read since epoch
+	reserved   int64     // budget held for this stream
 
 	// Send side.
 	sendWindow uint32
@@ -146,33 +147,39 @@ func (st *Stream) Read(p []byte) (int, error) {
 }
 
 // consumedLocked accounts for n bytes read and reports whether a window update is due:
-// once half the window was read. The window doubles, as far as the budget allows, when
-// that half took less than 1.5 round trips: the window, not the reader, limits the stream
-// (a window-limited stream reads half its window about once per round trip; measured
-// through a delay proxy). Behind a bottleneck of rate B the window stops at about
-// 3·B·RTT, so a bulk stream keeps the link busy without queueing much more than two round
-// trips of data in front of the session's other streams.
+// once a quarter of the window was read, so that about seven eighths of the window stay in
+// flight on a long path (granting at half the window leaves three quarters).
+//
+// The window doubles, as far as the budget allows, when half of it was read within 1.5
+// round trips: the window, not the reader, limits the stream (a window-limited stream reads
+// half its window in well under a round trip; measured through a delay proxy). Behind a
+// bottleneck of rate B the window stops at about 3·B·RTT, so a bulk stream keeps the link
+// busy without queueing much more than two round trips of data in front of the session's
+// other streams.
 func (st *Stream) consumedLocked(n int) bool {
 	if st.removed || st.finRecv {
 		return false // nothing more comes: no update needed
 	}
 	st.consumed += uint32(n)
-	if st.consumed < st.recvWindow/2 {
+	st.epochRead += uint32(n)
+	if st.consumed < st.recvWindow/4 {
 		return false
 	}
 	grant := st.consumed
 	st.consumed = 0
-	now := time.Now()
-	s := st.s
-	if rtt := s.RTT(); rtt > 0 && st.recvWindow < s.cfg.MaxStreamWindow && now.Sub(st.epoch) < rtt*3/2 {
-		grow := min(st.recvWindow, s.cfg.MaxStreamWindow-st.recvWindow)
-		if s.budget.reserve(int64(grow)) {
-			st.reserved += int64(grow)
-			st.recvWindow += grow
-			grant += grow
+	if st.epochRead >= st.recvWindow/2 {
+		now := time.Now()
+		s := st.s
+		if rtt := s.RTT(); rtt > 0 && st.recvWindow < s.cfg.MaxStreamWindow && now.Sub(st.epoch) < rtt*3/2 {
+			grow := min(st.recvWindow, s.cfg.MaxStreamWindow-st.recvWindow)
+			if s.budget.reserve(int64(grow)) {
+				st.reserved += int64(grow)
+				st.recvWindow += grow
+				grant += grow
+			}
 		}
+		st.epoch, st.epochRead = now, 0
 	}
-	st.epoch = now
 	st.recvCredit += grant
 	st.grant += grant
 	return true
