@@ -158,7 +158,7 @@ func (c *Config) Validate() error {
 	for i := range c.Protocols {
 		p := &c.Protocols[i]
 		if err := p.info().Validate(); err != nil {
-			return configError("protocol %q: %v", p.Name, err)
+			return configError("protocol %q: %w", p.Name, err)
 		}
 		if seen[p.Name] {
 			return configError("protocol %q registered twice", p.Name)
@@ -187,7 +187,7 @@ func (c *Config) Validate() error {
 			m.MaxSessionMemory = c.MaxSessionMemory
 		}
 		if err := m.Validate(); err != nil {
-			return configError("mux: %v", err)
+			return configError("%w", err)
 		}
 	}
 	if c.LegacyTEA != nil && len(c.LegacyTEA.Key) != 16 {

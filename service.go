@@ -110,7 +110,7 @@ func New(cfg Config) (*Service, error) {
 	for i := range cfg.Protocols {
 		p := &cfg.Protocols[i]
 		if err := s.registry.Register(p.info()); err != nil {
-			return nil, configError("protocol %q: %v", p.Name, err)
+			return nil, configError("protocol %q: %w", p.Name, err)
 		}
 		s.protocols[p.Name] = p
 	}
@@ -131,7 +131,7 @@ func New(cfg Config) (*Service, error) {
 		Logger:           cfg.Logger,
 	}
 	if err := s.secioCfg.Validate(); err != nil {
-		return nil, configError("secio: %v", err)
+		return nil, configError("%w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
