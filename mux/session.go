@@ -24,6 +24,7 @@ type Session struct {
 	budget *Budget
 	log    *slog.Logger
 	done   chan struct{} // closed when the session closes
+	ended  chan struct{} // closed when shutdown has released everything
 
 	w   writer
 	rtt atomic.Int64 // smoothed round-trip time in ns; 0 until measured
@@ -81,6 +82,7 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 		budget:     NewBudget(c.MaxSessionMemory, c.Memory),
 		log:        log,
 		done:       make(chan struct{}),
+		ended:      make(chan struct{}),
 		streams:    make(map[uint32]*Stream),
 		holding:    make(map[*Stream]struct{}),
 		ackWake:    make(chan struct{}),
@@ -267,6 +269,7 @@ func (s *Session) openTimedOut() {
 // idempotent.
 func (s *Session) Close() error {
 	s.shutdown(ErrSessionClosed)
+	<-s.ended // shutdown may be running on another goroutine (a failed write, a timer)
 	s.wg.Wait()
 	return nil
 }
@@ -317,6 +320,7 @@ func (s *Session) shutdown(err error) {
 		st.rdl.stop()
 		st.wdl.stop()
 	}
+	close(s.ended)
 	if onClosed != nil {
 		go onClosed(err)
 	}
