@@ -132,7 +132,7 @@ func TestAdmissionIdleSybils(t *testing.T) {
 	}
 }
 
-// TestAdmissionSilentSockets: sockets that never send a byte, or trickle a Propose one byte
+// TestAdmissionSilentSockets: sockets that never send a byte, or trickle a ClientHello one byte
 // every 500 ms, from one IP and from many, hold every handshake slot; a good peer still gets
 // in within 2 s (the oldest stalled handshake is evicted for it), and the node dials out.
 func TestAdmissionSilentSockets(t *testing.T) {

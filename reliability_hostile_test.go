@@ -131,7 +131,7 @@ func isHandshakeFailure(want error) func(Event) bool {
 }
 
 // TestHostileSlowloris: 500 connections open TCP and never finish the handshake (400 send
-// nothing, 100 trickle a Propose one byte per second); a good peer still connects and chats,
+// nothing, 100 trickle a ClientHello one byte per second); a good peer still connects and chats,
 // and the server closes every slow connection when its handshake timeout expires.
 func TestHostileSlowloris(t *testing.T) {
 	checkNoLeaks(t)
@@ -153,7 +153,7 @@ func TestHostileSlowloris(t *testing.T) {
 		wg.Add(1)
 		go func(c net.Conn) {
 			defer wg.Done()
-			// The start of a plausible Propose: length 71, type 1, version 1, ...
+			// The start of a plausible first message (its length, then a trickle)
 			b := []byte{0, 0, 0, 71, 1, 0, 1}
 			for j := 0; ; j++ {
 				if _, err := c.Write(b[j%len(b) : j%len(b)+1]); err != nil {
