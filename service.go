@@ -509,17 +509,7 @@ func (s *Service) keepNew(old, cur *Session) bool {
 	if do == dn {
 		return true
 	}
-	return comparePeerIDs(dn, do) < 0
-}
-
-func comparePeerIDs(a, b secio.PeerID) int {
-	ab, bb := a.Bytes(), b.Bytes()
-	for i := 0; i < len(ab) && i < len(bb); i++ {
-		if ab[i] != bb[i] {
-			return int(ab[i]) - int(bb[i])
-		}
-	}
-	return len(ab) - len(bb)
+	return dn.Compare(do) < 0
 }
 
 // keepAliveTick pings every session; a session whose ping is not answered within the mux's

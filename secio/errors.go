@@ -58,10 +58,6 @@ var (
 	// ErrInvalidMessage reports a malformed or oversized handshake message.
 	ErrInvalidMessage = errors.New("secio: invalid handshake message")
 
-	// ErrBadHandshake is an alias of ErrInvalidMessage, kept for callers
-	// that match on the older name.
-	ErrBadHandshake = ErrInvalidMessage
-
 	// ErrTruncated reports a secure connection that ended at a frame
 	// boundary without the peer's close record: it may have been cut by
 	// an attacker, so the data may be incomplete. It wraps

@@ -407,3 +407,22 @@ func TestSmallOrderKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerIDCompare: Compare is the order of the binary forms, the same from both ends.
+func TestPeerIDCompare(t *testing.T) {
+	ka, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := ka.PeerID(), kb.PeerID()
+	if a.Compare(a) != 0 || a.Compare(b) != -b.Compare(a) || a.Compare(b) == 0 {
+		t.Fatalf("Compare: a.a %d a.b %d b.a %d", a.Compare(a), a.Compare(b), b.Compare(a))
+	}
+	if want := bytes.Compare(a.Bytes(), b.Bytes()); a.Compare(b) != want {
+		t.Fatalf("Compare %d, bytes.Compare %d", a.Compare(b), want)
+	}
+}

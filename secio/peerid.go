@@ -1,6 +1,7 @@
 package secio
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 
@@ -77,6 +78,11 @@ func ParsePeerID(s string) (PeerID, error) {
 
 // IsZero reports whether id is the zero PeerID ("no peer").
 func (id PeerID) IsZero() bool { return id == PeerID{} }
+
+// Compare orders peer IDs by their binary form: -1 if id sorts before other, 0 if they are
+// equal, +1 otherwise. Both ends of a connection compute the same order, which is what
+// deciding between duplicate sessions needs.
+func (id PeerID) Compare(other PeerID) int { return bytes.Compare(id.digest[:], other.digest[:]) }
 
 // Bytes returns the 34-byte multihash form of id, or nil for the zero
 // PeerID.
