@@ -75,9 +75,16 @@ func TestIdleMemory(t *testing.T) {
 	// keeps for reuse), so that the measured rounds count only what the
 	// connections hold.
 	idlePairs(t, pairs, mkSecure)
-	base := idlePairs(t, pairs, net.Pipe)
-	secure := idlePairs(t, pairs, mkSecure)
-	own := secure - base
+	// A heap reading on a busy machine can only be too high (garbage a collection did not
+	// reach yet, other goroutines' allocations): the least of three rounds is the figure.
+	var secure, base, own float64
+	for i := range 3 {
+		b := idlePairs(t, pairs, net.Pipe)
+		s := idlePairs(t, pairs, mkSecure)
+		if i == 0 || s-b < own {
+			secure, base, own = s, b, s-b
+		}
+	}
 	// Per pair: two Conns (the struct with its small read array), two
 	// AES-128-GCM states per Conn (crypto/aes round keys and the GCM
 	// table, about 1.2 KB each as measured by newAEADSize), one remote
