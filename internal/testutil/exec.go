@@ -19,8 +19,9 @@ func BuildMain(t testing.TB) string {
 	if runtime.GOOS == "windows" {
 		bin += ".exe"
 	}
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	// go test puts its own toolchain's bin directory first on PATH: this "go" is the one
+	// running the test.
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
