@@ -3,8 +3,10 @@ package tendril
 import (
 	"context"
 	"errors"
+	"io"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestDialReadyForSend: Dial returns once the OpenOnConnect protocols are open on both ends
@@ -53,5 +55,34 @@ func TestBroadcastUnknownProtocol(t *testing.T) {
 	}
 	if n, err := a.Broadcast("/known", []byte("x"), nil); n != 0 || err != nil {
 		t.Fatalf("Broadcast with no session: %d, %v", n, err)
+	}
+}
+
+// TestPeerCloseIsNotConnectionLost: a peer that closes its session on purpose is told apart
+// (ErrPeerClosed) from one whose connection is lost (here: closed with a TCP reset and no
+// close record), in Session.Err and in the event.
+func TestPeerCloseIsNotConnectionLost(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		box := newInbox()
+		b := newService(t, Config{Protocols: []Protocol{echoProto("/p", box)}, ResetOnClose: reset})
+		a := newService(t, Config{Protocols: []Protocol{echoProto("/p", newInbox())}})
+		events := collectEvents(a)
+		sess, err := a.Dial(context.Background(), listen(t, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b.Session(a.ID()) == nil { // the acceptor registers it a moment after Dial returns
+			time.Sleep(time.Millisecond)
+		}
+		if err := b.Disconnect(a.ID()); err != nil {
+			t.Fatal(err)
+		}
+		<-sess.Done()
+		e := events.waitFor(t, "session closed", func(e Event) bool { return e.Type == EventSessionClosed })
+		graceful := errors.Is(sess.Err(), ErrPeerClosed)
+		if graceful == reset || errors.Is(e.Err, ErrPeerClosed) != graceful || !errors.Is(sess.Err(), ErrSessionClosed) ||
+			graceful && (!errors.Is(sess.Err(), io.EOF) || sess.Err().Error() != "tendril: session closed by the peer") {
+			t.Errorf("peer closed (reset %v): Err %v, event %v", reset, sess.Err(), e.Err)
+		}
 	}
 }

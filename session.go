@@ -350,7 +350,9 @@ func (s *Session) MemoryUsed() int64 { return s.mux.MemoryUsed() }
 // first bulk transfer), or 0 before the first measurement.
 func (s *Session) RTT() time.Duration { return s.mux.RTT() }
 
-// Err returns why the session ended: nil while it is open or if it was closed locally.
+// Err returns why the session ended: nil while it is open or if it was closed locally;
+// ErrPeerClosed if the peer closed it on purpose; an error wrapping ErrSessionClosed and the
+// cause if the connection was lost.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -626,6 +628,14 @@ func (e *connectionLost) Error() string {
 
 func (e *connectionLost) Unwrap() []error { return []error{ErrSessionClosed, e.cause} }
 
+// peerClosed is why a session ended when the peer closed it on purpose: it says so, and
+// wraps ErrPeerClosed and the cause (io.EOF from secio, wrapped by the mux).
+type peerClosed struct{ cause error }
+
+func (e *peerClosed) Error() string { return ErrPeerClosed.Error() }
+
+func (e *peerClosed) Unwrap() []error { return []error{ErrPeerClosed, e.cause} }
+
 // muxClosed runs once the mux has closed, for whatever reason, and tears the session down;
 // the Service's WaitGroup counts the session until then.
 func (s *Session) muxClosed(err error) {
@@ -637,7 +647,13 @@ func (s *Session) muxClosed(err error) {
 		if cause := s.rconn.cause(time.Second); cause != nil && !errors.Is(cause, net.ErrClosed) && !errors.Is(err, cause) {
 			err = cause
 		}
-		s.setErr(&connectionLost{err})
+		if s.secure && errors.Is(err, io.EOF) {
+			// secio returns io.EOF only after the peer's authenticated close record (an
+			// unannounced end is ErrTruncated): the peer left on purpose.
+			s.setErr(&peerClosed{err})
+		} else {
+			s.setErr(&connectionLost{err})
+		}
 	}
 	s.teardown()
 }

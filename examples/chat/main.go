@@ -224,7 +224,9 @@ func logEvents(svc *tendril.Service, n *node) {
 			}
 			n.printf("session %s with %s (%s)", e.Direction, e.Addr.Transport, sec)
 		case tendril.EventSessionClosed:
-			if e.Err != nil {
+			if errors.Is(e.Err, tendril.ErrPeerClosed) {
+				n.printf("session with %s closed by the peer", e.Addr.Transport)
+			} else if e.Err != nil {
 				n.printf("session with %s closed: %v", e.Addr.Transport, e.Err)
 			}
 		case tendril.EventDialFailed, tendril.EventHandshakeFailed, tendril.EventPeerIDMismatch,
