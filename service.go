@@ -278,17 +278,36 @@ func abortConn(c net.Conn) {
 // returned without dialling. Otherwise, when the handshake reveals a peer that already has
 // a session, both sides keep the same one of the two connections: the one dialled by the
 // peer with the smaller ID, or, if this node dialled both, the new one.
+//
+// Dial returns once the protocols marked OpenOnConnect are open on both ends and this side's
+// Connected handlers for them have returned (a protocol that fails to open is reported as an
+// event, not by Dial), so that Send right after Dial finds them open. A Connected handler
+// that blocks therefore delays Dial, up to ctx; if ctx ends first, Dial returns its error
+// and the session stays registered, its protocols still opening.
 func (s *Service) Dial(ctx context.Context, addr Addr) (*Session, error) {
-	return s.dial(ctx, addr, false)
+	return s.dialReady(ctx, addr, false)
+}
+
+// dialReady dials and waits for the OpenOnConnect protocols (see Dial).
+func (s *Service) dialReady(ctx context.Context, addr Addr, legacy bool) (*Session, error) {
+	sess, err := s.dial(ctx, addr, legacy)
+	if err != nil {
+		return nil, err
+	}
+	if err := sess.waitReady(ctx); err != nil {
+		return nil, fmt.Errorf("tendril: dial %s: %w", addr, err)
+	}
+	return sess, nil
 }
 
 // DialLegacy dials a peer that speaks the insecure TEA legacy mode (Config.LegacyTEA must be
-// set). The session has no peer ID and reports Secure() == false.
+// set). The session has no peer ID and reports Secure() == false. Like Dial, it returns once
+// the OpenOnConnect protocols are open.
 func (s *Service) DialLegacy(ctx context.Context, addr Addr) (*Session, error) {
 	if s.cfg.LegacyTEA == nil {
 		return nil, ErrLegacyDisabled
 	}
-	return s.dial(ctx, addr, true)
+	return s.dialReady(ctx, addr, true)
 }
 
 func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, error) {
@@ -597,8 +616,13 @@ func (s *Service) Send(id secio.PeerID, name string, msg []byte) error {
 
 // Broadcast queues msg on the named protocol for every session that has it open and that
 // filter accepts (nil: all). It returns how many sessions took the message, and the errors
-// of those that did not (for example ErrSessionBlocked), joined.
+// of those that did not (for example ErrSessionBlocked), joined. A name not registered on
+// this Service is an error wrapping ErrUnknownProtocol.
 func (s *Service) Broadcast(name string, msg []byte, filter func(*Session) bool) (int, error) {
+	if _, ok := s.protocols[name]; !ok {
+		// As Send says: a misspelt name is a mistake to report, not "nobody has it open".
+		return 0, fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
+	}
 	var (
 		n    int
 		errs []error

@@ -54,8 +54,9 @@ type Session struct {
 	waiters  int           // SendContext calls waiting for space
 	space    chan struct{} // closed (and replaced) when queue space is freed and someone waits
 
-	wg   sync.WaitGroup // stream goroutines
-	done chan struct{}
+	wg    sync.WaitGroup // stream goroutines
+	done  chan struct{}
+	ready chan struct{} // closed when the OpenOnConnect protocols are open (or failed): start
 
 	adm admitted // what admission counted for the session (admission.go)
 }
@@ -79,6 +80,7 @@ func newSession(s *Service, sc *secio.Conn, ms *mux.Session, dir Direction, loca
 		idle:    make(chan struct{}),
 		space:   make(chan struct{}),
 		done:    make(chan struct{}),
+		ready:   make(chan struct{}),
 	}
 	sess.remote.Peer = sess.peer
 	sess.local.Peer = sc.LocalPeer()
@@ -103,6 +105,13 @@ func (s *Session) start() {
 	}
 	svc.emit(s.event(EventSessionOpened, nil))
 	s.mux.Serve(s.acceptStream, s.muxClosed)
+	// ready closes when every OpenOnConnect protocol has been opened (or has failed) and
+	// this side's Connected has returned: Dial waits for it, so that a Send right after Dial
+	// finds the protocol open on both ends.
+	var opening sync.WaitGroup
+	defer func() {
+		go func() { opening.Wait(); close(s.ready) }()
+	}()
 	if s.dir == Outbound {
 		for i := range svc.cfg.Protocols {
 			p := &svc.cfg.Protocols[i]
@@ -116,15 +125,35 @@ func (s *Session) start() {
 			}
 			s.wg.Add(1)
 			s.mu.Unlock()
+			opening.Add(1)
 			go func() {
 				defer s.wg.Done()
+				defer opening.Done()
 				ctx, cancel := context.WithCancel(s.ctx)
 				defer cancel()
 				if err := s.OpenProtocol(ctx, p.Name); err != nil {
 					svc.log.Debug("open on connect failed", "peer", s.peer, "protocol", p.Name, "err", err)
+					return
+				}
+				if ps := s.stream(p.Name); ps != nil {
+					select {
+					case <-ps.connected:
+					case <-s.ctx.Done():
+					}
 				}
 			}()
 		}
+	}
+}
+
+// waitReady waits until the OpenOnConnect protocols that this side opens are open on both
+// ends and their Connected handlers here have returned, or have failed to open.
+func (s *Session) waitReady(ctx context.Context) error {
+	select {
+	case <-s.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("tendril: waiting for OpenOnConnect protocols: %w", context.Cause(ctx))
 	}
 }
 
@@ -321,7 +350,9 @@ func (s *Session) MemoryUsed() int64 { return s.mux.MemoryUsed() }
 // first bulk transfer), or 0 before the first measurement.
 func (s *Session) RTT() time.Duration { return s.mux.RTT() }
 
-// Err returns why the session ended: nil while it is open or if it was closed locally.
+// Err returns why the session ended: nil while it is open or if it was closed locally;
+// ErrPeerClosed if the peer closed it on purpose; an error wrapping ErrSessionClosed and the
+// cause if the connection was lost.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -597,6 +628,14 @@ func (e *connectionLost) Error() string {
 
 func (e *connectionLost) Unwrap() []error { return []error{ErrSessionClosed, e.cause} }
 
+// peerClosed is why a session ended when the peer closed it on purpose: it says so, and
+// wraps ErrPeerClosed and the cause (io.EOF from secio, wrapped by the mux).
+type peerClosed struct{ cause error }
+
+func (e *peerClosed) Error() string { return ErrPeerClosed.Error() }
+
+func (e *peerClosed) Unwrap() []error { return []error{ErrPeerClosed, e.cause} }
+
 // muxClosed runs once the mux has closed, for whatever reason, and tears the session down;
 // the Service's WaitGroup counts the session until then.
 func (s *Session) muxClosed(err error) {
@@ -608,7 +647,13 @@ func (s *Session) muxClosed(err error) {
 		if cause := s.rconn.cause(time.Second); cause != nil && !errors.Is(cause, net.ErrClosed) && !errors.Is(err, cause) {
 			err = cause
 		}
-		s.setErr(&connectionLost{err})
+		if s.secure && errors.Is(err, io.EOF) {
+			// secio returns io.EOF only after the peer's authenticated close record (an
+			// unannounced end is ErrTruncated): the peer left on purpose.
+			s.setErr(&peerClosed{err})
+		} else {
+			s.setErr(&connectionLost{err})
+		}
 	}
 	s.teardown()
 }
@@ -663,14 +708,15 @@ func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 // dialling side and close the other.
 func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbound bool) (ps *protoStream, run func()) {
 	ps = &protoStream{
-		sess:     s,
-		proto:    p,
-		version:  version,
-		st:       st,
-		outbound: outbound,
-		held:     !outbound,
-		closing:  make(chan struct{}),
-		wdone:    make(chan struct{}),
+		sess:      s,
+		proto:     p,
+		version:   version,
+		st:        st,
+		outbound:  outbound,
+		held:      !outbound,
+		closing:   make(chan struct{}),
+		wdone:     make(chan struct{}),
+		connected: make(chan struct{}),
 	}
 	ps.ctx = &Context{ps: ps}
 	if p.StreamHandler != nil {
@@ -774,6 +820,7 @@ type protoStream struct {
 	ctx      *Context
 
 	closing     chan struct{} // closed when no more sends are taken (local close, remote EOF, abort)
+	connected   chan struct{} // message mode: closed when the handler's Connected has returned
 	closingOnce sync.Once
 	wdone       chan struct{} // closed when writing has ended for good (after end-of-stream or abort)
 
@@ -1009,7 +1056,10 @@ func (ps *protoStream) readLoop() {
 	h := ps.proto.Handler
 	var readErr error
 	err := callHandler(ps.proto.Name, func() {
-		h.Connected(ps.ctx, ps.version)
+		func() {
+			defer close(ps.connected) // also if Connected panics
+			h.Connected(ps.ctx, ps.version)
+		}()
 		r := protocol.NewReader(ps.st, s.svc.cfg.MaxMessageSize)
 		for {
 			msg, err := r.ReadMessageAlloc()

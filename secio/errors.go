@@ -19,6 +19,10 @@ var (
 	// ErrInvalidKey reports a malformed private or public key encoding.
 	ErrInvalidKey = errors.New("secio: invalid key")
 
+	// ErrKeyFilePermissions reports a private key file that group or others
+	// may read or write: it is refused, as OpenSSH refuses such keys.
+	ErrKeyFilePermissions = errors.New("secio: key file permissions too open")
+
 	// ErrInvalidPeerID reports a peer ID that is not a 34-byte BLAKE3-256
 	// multihash (code 0x1e, length 32), or a string that is not its
 	// base58btc form.

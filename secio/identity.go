@@ -1,8 +1,11 @@
 package secio
 
 import (
+	"crypto/ecdh"
+	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/pem"
@@ -123,22 +126,46 @@ func (k *PrivateKey) MarshalPEM() ([]byte, error) {
 // "PRIVATE KEY" block holding a PKCS #8 Ed25519 key. Errors wrap
 // ErrInvalidKey.
 func ParsePrivateKeyPEM(data []byte) (*PrivateKey, error) {
+	k, reason := parsePrivateKeyPEM(data)
+	if k == nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidKey, reason)
+	}
+	return k, nil
+}
+
+// parsePrivateKeyPEM returns the key, or nil and why not in words a user can act on: the
+// ASN.1 parser's own messages name Go types and tags, which mean nothing to someone whose
+// key file was truncated or pasted wrongly.
+func parsePrivateKeyPEM(data []byte) (*PrivateKey, string) {
 	block, _ := pem.Decode(data)
 	if block == nil {
-		return nil, fmt.Errorf("%w: no PEM block found", ErrInvalidKey)
+		return nil, "no PEM block (want a \"-----BEGIN " + pemType + "-----\" block, as tendril keygen writes)"
 	}
 	if block.Type != pemType {
-		return nil, fmt.Errorf("%w: PEM block type %q, want %q", ErrInvalidKey, block.Type, pemType)
+		return nil, fmt.Sprintf("PEM block type %q, want %q", block.Type, pemType)
 	}
 	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+		return nil, "the PEM block is not a valid PKCS #8 private key (damaged or truncated?)"
 	}
 	ek, ok := parsed.(ed25519.PrivateKey)
 	if !ok {
-		return nil, fmt.Errorf("%w: PKCS #8 key is %T, want Ed25519", ErrInvalidKey, parsed)
+		return nil, fmt.Sprintf("the key is %s, want Ed25519", keyKind(parsed))
 	}
-	return newPrivateKey(ek.Seed()), nil
+	return newPrivateKey(ek.Seed()), ""
+}
+
+// keyKind names a parsed PKCS #8 key's algorithm for an error message.
+func keyKind(k any) string {
+	switch k.(type) {
+	case *rsa.PrivateKey:
+		return "RSA"
+	case *ecdsa.PrivateKey:
+		return "ECDSA"
+	case *ecdh.PrivateKey:
+		return "X25519 (ECDH)"
+	}
+	return "not Ed25519"
 }
 
 // LoadOrCreateKeyFile reads the PEM private key at path; if the file does
@@ -168,35 +195,66 @@ func LoadOrCreateKeyFile(path string) (key *PrivateKey, created bool, err error)
 	return key, true, nil
 }
 
+// LoadKeyFile reads the PEM private key at path. Like LoadOrCreateKeyFile it refuses a file
+// readable by group or others (ErrKeyFilePermissions); a missing file is an error wrapping
+// fs.ErrNotExist, a malformed one wraps ErrInvalidKey. Every error names the file once.
+func LoadKeyFile(path string) (*PrivateKey, error) { return loadKeyFile(path) }
+
+// KeyFileError is a key file that cannot be used: which file, and why.
+type KeyFileError struct {
+	Path   string
+	Reason string // what is wrong, in words, with the remedy when there is one
+	Err    error  // ErrInvalidKey, ErrKeyFilePermissions or an fs error
+}
+
+// Error names the file once: "secio: key file PATH: REASON".
+func (e *KeyFileError) Error() string { return "secio: key file " + e.Path + ": " + e.Reason }
+
+// Unwrap returns the sentinel or fs error behind e.
+func (e *KeyFileError) Unwrap() error { return e.Err }
+
 func loadKeyFile(path string) (*PrivateKey, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("secio: load key: %w", err)
+		return nil, keyFileErr(path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("secio: load key: %w", err)
+		return nil, keyFileErr(path, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("secio: load key: %s is not a regular file", path)
+		return nil, &KeyFileError{path, "not a regular file", ErrInvalidKey}
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("secio: load key: %s has mode %v, want 0600 or stricter", path, st.Mode().Perm())
+		return nil, &KeyFileError{path, fmt.Sprintf("mode %#o lets others read this identity, want 0600 (run: chmod 600 %s)",
+			st.Mode().Perm(), path), ErrKeyFilePermissions}
 	}
 	const maxKeyFile = 64 << 10
 	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {
-		return nil, fmt.Errorf("secio: load key: %w", err)
+		return nil, keyFileErr(path, err)
 	}
 	if len(data) > maxKeyFile {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrInvalidKey, path, maxKeyFile)
+		return nil, &KeyFileError{path, fmt.Sprintf("larger than %d bytes, not a key file", maxKeyFile), ErrInvalidKey}
 	}
-	k, err := ParsePrivateKeyPEM(data)
-	if err != nil {
-		return nil, fmt.Errorf("secio: load key %s: %w", path, err)
+	k, reason := parsePrivateKeyPEM(data)
+	if k == nil {
+		return nil, &KeyFileError{path, reason, ErrInvalidKey}
 	}
 	return k, nil
+}
+
+// keyFileErr states an fs error without repeating the path the *fs.PathError already holds.
+func keyFileErr(path string, err error) error {
+	reason := err.Error()
+	if pe, ok := err.(*fs.PathError); ok {
+		reason = pe.Err.Error()
+		if errors.Is(err, fs.ErrNotExist) {
+			reason = "does not exist"
+		}
+	}
+	return &KeyFileError{path, reason, err}
 }
 
 // SaveKeyFile writes key to path as PEM with mode 0600. If overwrite is

@@ -426,3 +426,48 @@ func TestPeerIDCompare(t *testing.T) {
 		t.Fatalf("Compare %d, bytes.Compare %d", a.Compare(b), want)
 	}
 }
+
+// TestKeyFileMessages: a user with a broken key file is told which file, what is wrong and what
+// to do, once, without the ASN.1 parser's internals or a repeated "secio:" prefix.
+func TestKeyFileMessages(t *testing.T) {
+	dir := t.TempDir()
+	good, err := testKey("m").MarshalPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mangled := strings.Replace(string(good), "\n", "\nAAAA", 1)
+	cases := []struct {
+		name, data string
+		mode       os.FileMode
+		sentinel   error
+		want       string
+	}{
+		{"empty.key", "", 0o600, ErrInvalidKey, "no PEM block"},
+		{"mangled.key", mangled, 0o600, ErrInvalidKey, "not a valid PKCS #8 private key"},
+		{"open.key", string(good), 0o644, ErrKeyFilePermissions, "chmod 600"},
+		{"missing.key", "", 0, fs.ErrNotExist, "does not exist"},
+	}
+	for _, c := range cases {
+		path := filepath.Join(dir, c.name)
+		if c.mode != 0 {
+			if err := os.WriteFile(path, []byte(c.data), c.mode); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(path, c.mode) // umask may have narrowed it
+		}
+		_, err := LoadKeyFile(path)
+		if !errors.Is(err, c.sentinel) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.sentinel)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, c.want) || !strings.HasPrefix(msg, "secio: key file "+path+": ") ||
+			strings.Count(msg, "secio:") != 1 || strings.Contains(msg, "asn1") || strings.Contains(msg, "x509") {
+			t.Errorf("%s: message %q", c.name, msg)
+		}
+	}
+	// LoadOrCreateKeyFile says the same.
+	if _, _, err := LoadOrCreateKeyFile(filepath.Join(dir, "open.key")); !errors.Is(err, ErrKeyFilePermissions) {
+		t.Errorf("LoadOrCreateKeyFile of a 0644 key: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -39,6 +40,9 @@ func cmdKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if err := secio.SaveKeyFile(*out, key, *force); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s already exists; -f overwrites it (the old identity is lost)", *out)
+		}
 		return err
 	}
 	fmt.Fprintf(stdout, "%s\n", key.PeerID())
@@ -46,28 +50,23 @@ func cmdKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func cmdID(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("id", "id -key FILE", stderr)
-	keyFile := fs.String("key", "", "key file (required)")
-	if err := parse(fs, args, 0); err != nil {
-		return err
+	fs := newFlags("id", "id [-key] FILE", stderr)
+	keyFile := fs.String("key", "", "key file (or give it as the argument)")
+	if err := fs.Parse(args); err != nil {
+		return parseErr(err)
 	}
-	if *keyFile == "" {
-		return fmt.Errorf("%w: -key FILE is required", errUsage)
+	switch {
+	case *keyFile == "" && fs.NArg() == 1:
+		*keyFile = fs.Arg(0)
+	case *keyFile == "" || fs.NArg() != 0:
+		return fmt.Errorf("%w: give one key file, as -key FILE or FILE", errUsage)
 	}
-	key, err := loadKey(*keyFile)
+	key, err := secio.LoadKeyFile(*keyFile)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, key.PeerID())
 	return nil
-}
-
-func loadKey(path string) (*secio.PrivateKey, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return secio.ParsePrivateKeyPEM(b)
 }
 
 func cmdVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
@@ -326,26 +325,34 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
+	// Progress redraws one line with \r, which only a terminal shows as intended: in a pipe or
+	// a file it would be a run of fragments, so there only the result line is written.
+	var tickC <-chan time.Time
+	if isTerminal(stdout) {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		tickC = tick.C
+	}
 	for running := true; running; {
 		select {
 		case <-done:
 			running = false
-		case <-tick.C:
+		case <-tickC:
 			el := time.Since(start).Seconds()
 			fmt.Fprintf(stdout, "\r%6.1fs  %10s sent  %s   ", el, human(float64(sent.Load())), rate(float64(sent.Load()), el))
 		}
 	}
 	elapsed := time.Since(start).Seconds()
-	fmt.Fprintln(stdout)
+	if tickC != nil {
+		fmt.Fprintln(stdout)
+	}
 	if firstEr != nil {
 		return firstEr
 	}
 	if acked.Load() != sent.Load() {
 		return fmt.Errorf("responder counted %d bytes, %d were sent", acked.Load(), sent.Load())
 	}
-	fmt.Fprintf(stdout, "%d streams, %s in %.2fs: %s (all bytes acknowledged)\n", *streams, human(float64(sent.Load())), elapsed, rate(float64(sent.Load()), elapsed))
+	fmt.Fprintf(stdout, "%s, %s in %.2fs: %s (all bytes acknowledged)\n", plural(*streams, "stream"), human(float64(sent.Load())), elapsed, rate(float64(sent.Load()), elapsed))
 	return nil
 }
 

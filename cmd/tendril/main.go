@@ -2,7 +2,7 @@
 // throughput benchmark against any tendril node that runs `tendril listen`.
 //
 //	tendril keygen -o node.key            create an identity (refuses to overwrite without -f)
-//	tendril id -key node.key              print its peer ID
+//	tendril id node.key                   print its peer ID (also: id -key node.key)
 //	tendril listen -key node.key ADDR     answer pings and bench streams on ADDR
 //	tendril ping [-c 5] ADDR              handshake time and round-trip times
 //	tendril bench [-t 5s] [-streams 4] ADDR   throughput over K streams
@@ -33,7 +33,7 @@ type command struct {
 
 var commands = []command{
 	{"keygen", "keygen -o FILE [-f]", "create an identity key file", cmdKeygen},
-	{"id", "id -key FILE", "print the peer ID of a key file", cmdID},
+	{"id", "id [-key] FILE", "print the peer ID of a key file", cmdID},
 	{"listen", "listen [-key FILE] ADDR", "run a responder for ping and bench on ADDR", cmdListen},
 	{"ping", "ping [-c N] [-i DURATION] [-size N] ADDR", "measure handshake and round-trip times", cmdPing},
 	{"bench", "bench [-t DURATION] [-streams K] [-size N] ADDR", "measure throughput over K streams", cmdBench},
@@ -96,13 +96,37 @@ func newFlags(name, usageLine string, stderr io.Writer) *flag.FlagSet {
 // parse parses flags and wants exactly nargs positional arguments.
 func parse(fs *flag.FlagSet, args []string, nargs int) error {
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return parseErr(err)
 	}
 	if fs.NArg() != nargs {
 		return fmt.Errorf("%w: want %d argument(s), got %d", errUsage, nargs, fs.NArg())
 	}
 	return nil
+}
+
+// parseErr turns a flag parsing error into a usage error, except a request for help.
+func parseErr(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", errUsage, err)
+}
+
+// isTerminal reports whether w is a terminal (a character device), where redrawing a line
+// with \r shows progress; a pipe or a file would keep every redraw.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// plural writes n and the noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -101,6 +102,11 @@ func TestPingAndBench(t *testing.T) {
 	if !strings.Contains(out, "all bytes acknowledged") {
 		t.Fatalf("bench output:\n%s", out)
 	}
+	// Not a terminal: no \r redraws, and one stream is "1 stream".
+	code, out, errs = runCmd(t, "bench", "-t", "700ms", "-streams", "1", addr)
+	if code != 0 || strings.Contains(out, "\r") || !strings.Contains(out, "1 stream,") {
+		t.Fatalf("bench -streams 1 into a buffer: %d %q %s", code, out, errs)
+	}
 }
 
 func TestPingWrongPeer(t *testing.T) {
@@ -118,5 +124,43 @@ func TestPingUnreachable(t *testing.T) {
 	code, _, errs := runCmd(t, "ping", "-c", "1", "/ip4/127.0.0.1/tcp/1")
 	if code != 1 {
 		t.Fatalf("ping unreachable: exit %d %s", code, errs)
+	}
+}
+
+// TestKeyMessages: the key file mistakes a new user makes each get one line that names the
+// file and the remedy.
+func TestKeyMessages(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "node.key")
+	if code, _, errs := runCmd(t, "keygen", "-o", path); code != 0 {
+		t.Fatal(errs)
+	}
+	code, _, errs := runCmd(t, "keygen", "-o", path)
+	if code != 1 || !strings.Contains(errs, "-f") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("keygen over an existing key: %d %q", code, errs)
+	}
+	code, out, errs := runCmd(t, "id", path)
+	if code != 0 || len(strings.TrimSpace(out)) < 20 {
+		t.Errorf("id FILE: %d %q %q", code, out, errs)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"id", path}, {"id", "-key", path}} {
+		code, _, errs := runCmd(t, args...)
+		if code != 1 || !strings.Contains(errs, "chmod 600 "+path) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v on a 0644 key: %d %q", args, code, errs)
+		}
+	}
+	bad := filepath.Join(dir, "bad.key")
+	if err := os.WriteFile(bad, []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = runCmd(t, "id", bad)
+	if code != 1 || !strings.Contains(errs, bad) || strings.Contains(errs, "asn1") || strings.Count(errs, "secio") > 1 {
+		t.Errorf("id of a mangled key: %d %q", code, errs)
+	}
+	if code, _, _ := runCmd(t, "id"); code != 2 {
+		t.Errorf("id without a file: exit %d, want 2", code)
 	}
 }

@@ -22,6 +22,8 @@ const idSize = 32
 //
 // Wire format (all versions): 32-byte message ID, then for 1.1 a 1-byte nick length and the
 // nick, then the text. The ID is BLAKE3(origin peer ID || 8-byte big-endian sequence).
+// A 1.1 message with empty text is an introduction: the nick of the peer at the other end of
+// the stream, sent once when the stream opens; it is neither shown nor relayed.
 type message struct {
 	id   [idSize]byte
 	nick string
@@ -96,14 +98,14 @@ type node struct {
 
 	mu    sync.Mutex
 	seen  *seenSet
-	peers map[*tendril.Context]struct{}
+	peers map[*tendril.Context]string // the peer's nick, once it has introduced itself
 	seq   uint64
 	// onLine, if set, is told of every line shown (the demo counts them).
 	onLine func(origin string, text string)
 }
 
 func newNode(name string, out io.Writer) *node {
-	return &node{name: name, out: out, seen: newSeenSet(4096), peers: make(map[*tendril.Context]struct{})}
+	return &node{name: name, out: out, seen: newSeenSet(4096), peers: make(map[*tendril.Context]string)}
 }
 
 func (n *node) printf(format string, args ...any) {
@@ -123,8 +125,14 @@ func short(s string) string {
 func (n *node) Connected(ctx *tendril.Context, version string) {
 	sess := ctx.Session()
 	n.mu.Lock()
-	n.peers[ctx] = struct{}{}
+	n.peers[ctx] = ""
 	n.mu.Unlock()
+	if protocol.CompareVersions(version, "1.1") >= 0 {
+		intro := message{nick: n.name}
+		if err := ctx.Send(intro.encode(version)); err != nil {
+			n.printf("could not introduce myself to %s: %v", peerName(ctx), err)
+		}
+	}
 	security := sess.Suite().String()
 	if !sess.Secure() {
 		security = "TEA legacy mode, INSECURE: no integrity, no authentication"
@@ -137,6 +145,14 @@ func (n *node) Received(ctx *tendril.Context, b []byte) {
 	m, err := decode(b, ctx.Version())
 	if err != nil {
 		n.printf("dropped a malformed message from %s", peerName(ctx))
+		return
+	}
+	if m.text == "" && protocol.CompareVersions(ctx.Version(), "1.1") >= 0 {
+		n.mu.Lock()
+		if _, ok := n.peers[ctx]; ok {
+			n.peers[ctx] = m.nick
+		}
+		n.mu.Unlock()
 		return
 	}
 	n.mu.Lock()
@@ -159,8 +175,13 @@ func (n *node) Received(ctx *tendril.Context, b []byte) {
 // Disconnected implements tendril.Handler.
 func (n *node) Disconnected(ctx *tendril.Context) {
 	n.mu.Lock()
+	nick := n.peers[ctx]
 	delete(n.peers, ctx)
 	n.mu.Unlock()
+	if nick != "" {
+		n.printf("left: %s (%s)", nick, peerName(ctx))
+		return
+	}
 	n.printf("left: %s", peerName(ctx))
 }
 
@@ -171,8 +192,8 @@ func peerName(ctx *tendril.Context) string {
 	return short(ctx.Peer().String())
 }
 
-// say sends a line typed here to every peer.
-func (n *node) say(text string) {
+// say sends a line typed here to every peer, and returns to how many.
+func (n *node) say(text string) int {
 	n.mu.Lock()
 	n.seq++
 	var seq [8]byte
@@ -184,12 +205,12 @@ func (n *node) say(text string) {
 	h.Sum(m.id[:0])
 	n.seen.add(m.id)
 	n.mu.Unlock()
-	n.forward(&m, nil)
+	return n.forward(&m, nil)
 }
 
 // forward sends m to every connected peer but the one it came from, encoded for each
-// stream's negotiated version.
-func (n *node) forward(m *message, from *tendril.Context) {
+// stream's negotiated version, and returns to how many it was sent.
+func (n *node) forward(m *message, from *tendril.Context) int {
 	n.mu.Lock()
 	targets := make([]*tendril.Context, 0, len(n.peers))
 	for c := range n.peers {
@@ -198,9 +219,13 @@ func (n *node) forward(m *message, from *tendril.Context) {
 		}
 	}
 	n.mu.Unlock()
+	sent := 0
 	for _, c := range targets {
 		if err := c.Send(m.encode(c.Version())); err != nil {
 			n.printf("could not send to %s: %v", peerName(c), err)
+			continue
 		}
+		sent++
 	}
+	return sent
 }

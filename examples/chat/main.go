@@ -31,9 +31,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "chat:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h asked for the usage, which is not a failure
 		}
+		fmt.Fprintln(os.Stderr, "chat:", err)
 		os.Exit(1)
 	}
 }
@@ -205,8 +206,8 @@ func runPeer(ctx context.Context, o *options, stdin io.Reader, stdout io.Writer)
 				// Close itself sends what is queued before closing the streams.
 				return nil
 			}
-			if line = strings.TrimSpace(line); line != "" {
-				n.say(line)
+			if line = strings.TrimSpace(line); line != "" && n.say(line) == 0 {
+				n.printf("no peer connected: line not sent")
 			}
 		}
 	}
@@ -223,7 +224,9 @@ func logEvents(svc *tendril.Service, n *node) {
 			}
 			n.printf("session %s with %s (%s)", e.Direction, e.Addr.Transport, sec)
 		case tendril.EventSessionClosed:
-			if e.Err != nil {
+			if errors.Is(e.Err, tendril.ErrPeerClosed) {
+				n.printf("session with %s closed by the peer", e.Addr.Transport)
+			} else if e.Err != nil {
 				n.printf("session with %s closed: %v", e.Addr.Transport, e.Err)
 			}
 		case tendril.EventDialFailed, tendril.EventHandshakeFailed, tendril.EventPeerIDMismatch,

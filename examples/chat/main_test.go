@@ -4,10 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
+	"io"
+	"os/exec"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -83,6 +91,73 @@ func TestFlags(t *testing.T) {
 	for _, args := range [][]string{{}, {"-legacy-tea", "zz"}, {"-demo", "-peers", "1"}, {"extra"}} {
 		if err := run(context.Background(), args, strings.NewReader(""), &out); err == nil {
 			t.Errorf("%v: accepted", args)
+		}
+	}
+}
+
+// TestBinaryPiped runs chat as a user would: a listener, and a dialer whose stdin is a pipe
+// that ends at once. Every piped line must arrive (Dial returns with the chat open), the
+// listener names the leaver by nick, a line typed with no peer gets a word, -h exits 0.
+func TestBinaryPiped(t *testing.T) {
+	bin := testutil.BuildMain(t)
+	if out, err := exec.Command(bin, "-h").CombinedOutput(); err != nil || !strings.Contains(string(out), "-listen") {
+		t.Errorf("chat -h: %v %q", err, out)
+	}
+	alice := exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0", "-name", "alice")
+	var out testutil.SyncBuffer
+	alice.Stdout, alice.Stderr = &out, &out
+	stdin, err := alice.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- alice.Wait() }()
+	defer func() {
+		alice.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-waited:
+			if err != nil {
+				t.Errorf("alice after SIGTERM: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			alice.Process.Kill()
+			<-waited
+			t.Error("alice ignored SIGTERM")
+		}
+	}()
+	re := regexp.MustCompile(`listening on (\S+)`)
+	var addr string
+	for deadline := time.Now().Add(10 * time.Second); addr == ""; time.Sleep(10 * time.Millisecond) {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("alice did not start: %s", out.String())
+		}
+	}
+	for i := range 3 {
+		line := fmt.Sprintf("piped line %d", i)
+		bob := exec.Command(bin, "-dial", addr, "-name", "bob")
+		bob.Stdin = strings.NewReader(line + "\n")
+		if b, err := bob.CombinedOutput(); err != nil {
+			t.Fatalf("bob: %v\n%s", err, b)
+		}
+		waitOutput(t, &out, "<bob> "+line)
+		waitOutput(t, &out, "left: bob (")
+	}
+	if _, err := io.WriteString(stdin, "anyone?\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, &out, "no peer connected: line not sent")
+}
+
+func waitOutput(t *testing.T, out *testutil.SyncBuffer, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }

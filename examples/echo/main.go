@@ -9,23 +9,28 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log"
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tendril-p2p/tendril"
 )
 
 func main() {
-	listen := flag.String("listen", "", "serve on this multiaddr")
-	dial := flag.String("dial", "", "send the arguments to this peer and print the echo")
+	listen := flag.String("listen", "", "serve on this multiaddr, e.g. /ip4/127.0.0.1/tcp/4001")
+	dial := flag.String("dial", "", "send the arguments to this peer (/ip4/HOST/tcp/PORT/p2p/PEERID) and print the echo")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	if (*listen == "") == (*dial == "") {
+		flag.Usage() // exactly one of -listen and -dial
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *listen, *dial, strings.Join(flag.Args(), " "), func(s string) { fmt.Println(s) }); err != nil {
-		log.Fatal(err)
+		fmt.Fprintln(os.Stderr, "echo:", err)
+		os.Exit(1)
 	}
 }
 
@@ -46,11 +51,15 @@ func run(ctx context.Context, listen, dial, text string, print func(string)) err
 	}
 	defer svc.Close()
 	if listen != "" {
-		addr, err := svc.Listen(ctx, tendril.MustParseAddr(listen))
+		addr, err := tendril.ParseAddr(listen) // user input: an error, never MustParseAddr
 		if err != nil {
 			return err
 		}
-		print("listening on " + addr.String())
+		bound, err := svc.Listen(ctx, addr)
+		if err != nil {
+			return err
+		}
+		print("listening on " + bound.String())
 		<-ctx.Done()
 		return nil
 	}

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,5 +43,64 @@ func TestEcho(t *testing.T) {
 	}
 	if got != "echo: hello there" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestBinaryBadInput runs the program as a user would with the usual mistakes: each gets a
+// one-line error or the usage and a non-zero exit, never a stack trace.
+func TestBinaryBadInput(t *testing.T) {
+	bin := testutil.BuildMain(t)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Usage"},
+		{[]string{"-listen", "127.0.0.1:4010"}, 1, "echo: "},
+		{[]string{"-dial", "not-an-addr", "hi"}, 1, "echo: "},
+		{[]string{"-listen", "/ip4/127.0.0.1/tcp/0", "-dial", "/ip4/127.0.0.1/tcp/1"}, 2, "Usage"},
+		{[]string{"-h"}, 0, "Usage"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, bin, c.args...)
+		out, _ := cmd.CombinedOutput()
+		cancel()
+		code := cmd.ProcessState.ExitCode()
+		if code != c.code || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "goroutine ") ||
+			c.code == 1 && strings.Count(string(out), "\n") != 1 {
+			t.Errorf("%v: exit %d, output %q; want exit %d and %q in one line or the usage", c.args, code, out, c.code, c.want)
+		}
+	}
+}
+
+// TestBinarySIGTERM: a server stopped by SIGTERM (a service manager, docker stop) closes
+// gracefully and exits 0, as with Ctrl-C.
+func TestBinarySIGTERM(t *testing.T) {
+	bin := testutil.BuildMain(t)
+	cmd := exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0")
+	var out testutil.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "listening on"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("server did not start: %s", out.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("after SIGTERM: %v\n%s", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-waited
+		t.Fatal("SIGTERM did not stop the server")
 	}
 }

@@ -4,8 +4,11 @@
 //	go run ./examples/filetransfer -listen /ip4/127.0.0.1/tcp/4002 -dir ./incoming
 //	go run ./examples/filetransfer -dial /ip4/127.0.0.1/tcp/4002/p2p/PEERID -send big.iso
 //
-// The sender writes a header (file name, size, BLAKE3-256 of the content), then the content.
-// The receiver hashes as it writes, and answers one byte: 1 if the digest matched, 0 if not.
+// The sender writes a header (file name, size, BLAKE3-256 of the content) and waits for the
+// receiver's answer before sending any content: one byte 1 (go ahead), or 0 followed by a
+// one-byte length and the reason (the file exists, the directory is not writable), so that a
+// refusal reaches the sender before it streams the file into nothing. Then the content; the
+// receiver hashes as it writes, and answers one byte: 1 if the digest matched, 0 if not.
 package main
 
 import (
@@ -15,11 +18,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/tendril-p2p/tendril"
@@ -37,20 +40,26 @@ func main() {
 	dial := flag.String("dial", "", "peer to send to")
 	send := flag.String("send", "", "file to send")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C or SIGTERM cancels: the receiver closes, a sender stops mid-file.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
 	switch {
-	case *listen != "":
+	case flag.NArg() > 0:
+		fmt.Fprintf(os.Stderr, "filetransfer: unexpected arguments %q\n", flag.Args())
+		flag.Usage()
+		os.Exit(2)
+	case *listen != "" && *dial == "" && *send == "":
 		err = receive(ctx, *listen, *dir, os.Stdout)
-	case *dial != "" && *send != "":
+	case *listen == "" && *dial != "" && *send != "":
 		err = sendFile(ctx, *dial, *send, os.Stdout)
 	default:
 		flag.Usage()
 		os.Exit(2)
 	}
 	if err != nil {
-		log.Fatal(err)
+		fmt.Fprintln(os.Stderr, "filetransfer:", err)
+		os.Exit(1)
 	}
 }
 
@@ -102,6 +111,9 @@ func receive(ctx context.Context, listen, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDir(dir); err != nil {
+		return err
+	}
 	svc, err := newService(tendril.StreamHandlerFunc(func(c *tendril.Context, _ string, st net.Conn) {
 		if err := receiveOne(st, dir, out); err != nil {
 			fmt.Fprintf(out, "receive from %s failed: %v\n", c.Peer(), err)
@@ -120,6 +132,24 @@ func receive(ctx context.Context, listen, dir string, out io.Writer) error {
 	return nil
 }
 
+// checkDir fails unless files can be created in dir, so that a receiver started with a
+// missing or read-only -dir says so at once, not after a sender has sent a whole file.
+func checkDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("-dir: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("-dir %s is not a directory", dir)
+	}
+	f, err := os.CreateTemp(dir, ".filetransfer-probe-*")
+	if err != nil {
+		return fmt.Errorf("-dir %s is not writable: %w", dir, errors.Unwrap(err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 func receiveOne(st net.Conn, dir string, out io.Writer) error {
 	h, err := readHeader(st)
 	if err != nil {
@@ -128,6 +158,18 @@ func receiveOne(st net.Conn, dir string, out io.Writer) error {
 	path := filepath.Join(dir, h.name)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
+		reason := "cannot create " + h.name + " here"
+		if errors.Is(err, os.ErrExist) {
+			reason = h.name + " already exists on the receiver (it never overwrites)"
+		}
+		if werr := refuse(st, reason); werr != nil {
+			return werr
+		}
+		return fmt.Errorf("refused %s: %w", h.name, err)
+	}
+	if _, err := st.Write([]byte{1}); err != nil {
+		f.Close()
+		os.Remove(path)
 		return err
 	}
 	hasher := blake3.New()
@@ -152,7 +194,36 @@ func receiveOne(st net.Conn, dir string, out io.Writer) error {
 	return nil
 }
 
-// sendFile sends path to the peer at dial and waits for its verdict.
+// refuse tells the sender why its file is not taken, before it sends the content.
+func refuse(st net.Conn, reason string) error {
+	if len(reason) > 255 {
+		reason = reason[:255]
+	}
+	_, err := st.Write(append([]byte{0, byte(len(reason))}, reason...))
+	return err
+}
+
+// readAnswer reads the receiver's go-ahead or its refusal with the reason.
+func readAnswer(r io.Reader) error {
+	var b [2]byte
+	if _, err := io.ReadFull(r, b[:1]); err != nil {
+		return fmt.Errorf("waiting for the receiver to accept: %w", err)
+	}
+	if b[0] == 1 {
+		return nil
+	}
+	if _, err := io.ReadFull(r, b[1:]); err != nil {
+		return fmt.Errorf("receiver refused (no reason given: %w)", err)
+	}
+	reason := make([]byte, b[1])
+	if _, err := io.ReadFull(r, reason); err != nil {
+		return fmt.Errorf("receiver refused (reason cut short: %w)", err)
+	}
+	return fmt.Errorf("receiver refused: %q", reason)
+}
+
+// sendFile sends path to the peer at dial and waits for its verdict. Cancelling ctx stops it
+// at once, mid-file included.
 func sendFile(ctx context.Context, dial, path string, out io.Writer) error {
 	addr, err := tendril.ParseAddr(dial)
 	if err != nil {
@@ -190,17 +261,29 @@ func sendFile(ctx context.Context, dial, path string, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	if err := h.write(st); err != nil {
+	// Reads and writes on the stream do not take a context: closing it is what stops them.
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	defer stop()
+	canceled := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("stopped: %w", ctx.Err())
+		}
 		return err
+	}
+	if err := h.write(st); err != nil {
+		return canceled(err)
+	}
+	if err := readAnswer(st); err != nil {
+		return canceled(err)
 	}
 	p := &progress{total: size, out: out, start: time.Now()}
 	if _, err := io.Copy(st, io.TeeReader(f, p)); err != nil {
-		return err
+		return canceled(err)
 	}
 	p.finish()
 	var verdict [1]byte
 	if _, err := io.ReadFull(st, verdict[:]); err != nil {
-		return fmt.Errorf("waiting for the receiver's verdict: %w", err)
+		return canceled(fmt.Errorf("waiting for the receiver's verdict: %w", err))
 	}
 	if verdict[0] != 1 {
 		return errors.New("receiver reports a digest mismatch")

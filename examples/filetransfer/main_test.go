@@ -4,15 +4,22 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
@@ -26,27 +33,7 @@ func TestSendAndVerify(t *testing.T) {
 	if err := os.WriteFile(path, content, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var out testutil.SyncBuffer
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := receive(ctx, "/ip4/127.0.0.1/tcp/0", dst, &out); err != nil {
-			t.Error(err)
-		}
-	}()
-	defer func() { cancel(); wg.Wait() }()
-	re := regexp.MustCompile(`listening on (\S+)`)
-	var addr string
-	for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			addr = m[1]
-		}
-	}
-	if addr == "" {
-		t.Fatal("receiver did not start")
-	}
+	addr := startReceiver(t, dst)
 	var sendOut bytes.Buffer
 	if err := sendFile(context.Background(), addr, path, &sendOut); err != nil {
 		t.Fatalf("send: %v\n%s", err, sendOut.String())
@@ -55,9 +42,150 @@ func TestSendAndVerify(t *testing.T) {
 	if err != nil || !bytes.Equal(got, content) {
 		t.Fatalf("received file differs (%v)", err)
 	}
-	// Sending the same name again is refused (no overwrite), and the sender hears of it.
-	if err := sendFile(context.Background(), addr, path, &sendOut); err == nil {
-		t.Fatal("second send of the same name succeeded")
+	// Sending the same name again is refused (no overwrite), and the sender hears why before
+	// it sends the content: no progress is drawn.
+	sendOut.Reset()
+	err = sendFile(context.Background(), addr, path, &sendOut)
+	if err == nil || !strings.Contains(err.Error(), "already exists") || strings.Contains(sendOut.String(), "%") {
+		t.Fatalf("second send of the same name: %v, output %q", err, sendOut.String())
+	}
+}
+
+// startReceiver runs receive into dir until the test ends and returns its address.
+func startReceiver(t *testing.T, dir string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out testutil.SyncBuffer
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := receive(ctx, "/ip4/127.0.0.1/tcp/0", dir, &out); err != nil {
+			t.Error(err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	re := regexp.MustCompile(`listening on (\S+)`)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+	}
+	t.Fatal("receiver did not start")
+	return ""
+}
+
+// TestReceiverDirChecked: a receiver whose -dir is missing, a file or read-only fails at
+// startup, not after a sender has streamed a whole file into nothing.
+func TestReceiverDirChecked(t *testing.T) {
+	base := t.TempDir()
+	file := filepath.Join(base, "file")
+	os.WriteFile(file, nil, 0o644)
+	dirs := []string{filepath.Join(base, "missing"), file}
+	if os.Geteuid() != 0 { // root writes into a 0555 directory anyway
+		ro := filepath.Join(base, "ro")
+		os.Mkdir(ro, 0o555)
+		dirs = append(dirs, ro)
+	}
+	for _, dir := range dirs {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := receive(ctx, "/ip4/127.0.0.1/tcp/0", dir, io.Discard)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "-dir") {
+			t.Errorf("receive into %s: %v", dir, err)
+		}
+	}
+}
+
+// TestSenderCancels: cancelling the sender's context (Ctrl-C) stops a transfer stuck on a
+// receiver that does not read.
+func TestSenderCancels(t *testing.T) {
+	release := make(chan struct{})
+	svc, err := newService(tendril.StreamHandlerFunc(func(_ *tendril.Context, _ string, st net.Conn) {
+		if _, err := readHeader(st); err == nil {
+			st.Write([]byte{1})
+		}
+		<-release // reads nothing more
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	defer close(release)
+	bound, err := svc.Listen(context.Background(), tendril.MustParseAddr("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(path, make([]byte, 64<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sendFile(ctx, bound.String(), path, io.Discard) }()
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled send returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelled send still running after 10s")
+	}
+}
+
+// TestBinary runs the program as a user would: bad input gets the usage or a one-line error
+// and a non-zero exit, and SIGTERM stops a receiver cleanly.
+func TestBinary(t *testing.T) {
+	bin := testutil.BuildMain(t)
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Usage"},
+		{[]string{"-dial", "/ip4/127.0.0.1/tcp/1"}, 2, "Usage"},
+		{[]string{"-listen", "127.0.0.1:4002", "-dir", dir}, 1, "filetransfer: "},
+		{[]string{"-listen", "/ip4/127.0.0.1/tcp/0", "-dir", filepath.Join(dir, "missing")}, 1, "filetransfer: -dir"},
+		{[]string{"-dial", "nope", "-send", "x"}, 1, "filetransfer: "},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, bin, c.args...)
+		out, _ := cmd.CombinedOutput()
+		cancel()
+		code := cmd.ProcessState.ExitCode()
+		if code != c.code || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "goroutine ") ||
+			c.code == 1 && strings.Count(string(out), "\n") != 1 {
+			t.Errorf("%v: exit %d, output %q; want exit %d and %q", c.args, code, out, c.code, c.want)
+		}
+	}
+	cmd := exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0", "-dir", dir)
+	var out testutil.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "listening on"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-waited
+			t.Fatalf("receiver did not start: %s", out.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("after SIGTERM: %v\n%s", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-waited
+		t.Fatal("SIGTERM did not stop the receiver")
 	}
 }
 
