@@ -194,3 +194,43 @@ func heapInUse() (heap, stack uint64, goroutines int) {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapInuse, ms.StackInuse, runtime.NumGoroutine()
 }
+
+// BenchmarkStreamRoundTrip64 measures 64-byte round trips on a raw stream (OpenStream), with
+// one version (negotiated lazily) and with two (negotiated before OpenStream returns).
+func BenchmarkStreamRoundTrip64(b *testing.B) {
+	for _, vs := range [][]string{{"1"}, {"1", "2"}} {
+		b.Run(fmt.Sprintf("versions=%d", len(vs)), func(b *testing.B) {
+			echo := StreamHandlerFunc(func(_ *Context, _ string, st net.Conn) {
+				buf := make([]byte, 64)
+				for {
+					if _, err := io.ReadFull(st, buf); err != nil {
+						return
+					}
+					st.Write(buf)
+				}
+			})
+			cfg := Config{Protocols: []Protocol{{Name: "/e", Versions: vs, StreamHandler: echo}}}
+			srv := newService(b, cfg)
+			cli := newService(b, cfg)
+			sess, err := cli.Dial(context.Background(), listen(b, srv))
+			if err != nil {
+				b.Fatal(err)
+			}
+			st, _, err := sess.OpenStream(context.Background(), "/e")
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, 64)
+			b.ResetTimer()
+			for range b.N {
+				if _, err := st.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(st, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "roundtrips/s")
+		})
+	}
+}

@@ -83,7 +83,7 @@ func (b *inbox) waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func newService(t *testing.T, cfg Config) *Service {
+func newService(t testing.TB, cfg Config) *Service {
 	t.Helper()
 	svc, err := New(cfg)
 	if err != nil {
@@ -93,7 +93,7 @@ func newService(t *testing.T, cfg Config) *Service {
 	return svc
 }
 
-func listen(t *testing.T, svc *Service) Addr {
+func listen(t testing.TB, svc *Service) Addr {
 	t.Helper()
 	a, err := svc.Listen(context.Background(), loopback)
 	if err != nil {
