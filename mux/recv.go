@@ -169,7 +169,9 @@ func (s *Session) readData(st *Stream, n int) error {
 			}
 			return err
 		}
-		notify(st.readCh)
+		if n > 0 {
+			notify(st.readCh) // a large frame: the reader can start on what is here
+		}
 	}
 	return nil
 }
