@@ -20,8 +20,8 @@ var (
 	// so it is told apart from a connection that was lost, reset or truncated. The error
 	// in Session.Err and in EventSessionClosed also matches ErrSessionClosed. A legacy TEA
 	// session cannot tell the two apart and reports every end as a lost connection; so does
-	// a secure one when the peer's close coincided with a write in flight there, which makes
-	// secio leave the close record out (2 of 30 closes with an open stream, measured here).
+	// a secure one whose peer could not write its close record within a second (its socket
+	// full, because this side stopped reading).
 	ErrPeerClosed = fmt.Errorf("%w by the peer", ErrSessionClosed)
 	// ErrSessionBlocked means the session's send queue is full: the peer does not read as
 	// fast as messages are queued. Retry later, or use a SendContext variant that waits.

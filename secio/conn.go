@@ -637,8 +637,19 @@ var closeNotifyTimeout = time.Second
 // write has failed, or frames are still queued after drain.
 func (c *Conn) sendClose() {
 	out := &c.out
-	if !out.mu.TryLock() {
-		return
+	limit := time.Now().Add(closeNotifyTimeout)
+	if d := out.deadline.Load(); d != 0 && d < limit.UnixNano() {
+		limit = time.Unix(0, d)
+	}
+	// A Write may be in progress on another goroutine (a stream's data as the session
+	// closes): the deadline bounds it, and the close record follows it rather than being
+	// skipped, which would make the peer read a clean close as a truncation.
+	_ = c.conn.SetWriteDeadline(limit)
+	for !out.mu.TryLock() {
+		if time.Now().After(limit) {
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
 	}
 	defer out.mu.Unlock()
 	if out.err != nil {
@@ -653,11 +664,6 @@ func (c *Conn) sendClose() {
 	if err != nil {
 		return
 	}
-	limit := time.Now().Add(closeNotifyTimeout)
-	if d := out.deadline.Load(); d != 0 && d < limit.UnixNano() {
-		limit = time.Unix(0, d)
-	}
-	_ = c.conn.SetWriteDeadline(limit)
 	_, _ = c.conn.Write(*frame)
 	putBuffer(frame)
 }

@@ -312,3 +312,43 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// TestCloseDuringWrite: Close while another goroutine writes still sends the close record
+// (after that write): the peer reads a clean end, never a truncation.
+func TestCloseDuringWrite(t *testing.T) {
+	// TestMain shortens the close record's bound for pipes nobody reads; here the peer
+	// reads, and the default bound is what is tested.
+	defer func(d time.Duration) { closeNotifyTimeout = d }(closeNotifyTimeout)
+	closeNotifyTimeout = time.Second
+	for i := range 30 {
+		sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			msg := make([]byte, 100)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := sa.Write(msg); err != nil {
+					return
+				}
+			}
+		}()
+		readErr := make(chan error, 1)
+		go func() {
+			_, err := io.Copy(io.Discard, sb)
+			readErr <- err
+		}()
+		time.Sleep(time.Millisecond)
+		sa.Close()
+		close(stop)
+		<-done
+		if err := <-readErr; err != nil {
+			t.Fatalf("try %d: the peer read %v after a Close during a write, want a clean end", i, err)
+		}
+	}
+}
