@@ -235,8 +235,9 @@ func listenerWith(conn net.Conn, cfg *Config, pt []byte) error {
 	return hs.sendServerHello(pt)
 }
 
-// dialerWith runs a dialer that skips its checks of the listener and sends
-// pt as its Auth plaintext.
+// dialerWith runs a dialer that skips its checks of the listener's Auth (to
+// reach the listener's own checks) and sends pt as its Auth plaintext, or its
+// real Auth if pt is nil.
 func dialerWith(conn net.Conn, cfg *Config, pt []byte) error {
 	hs := &handshakeState{ctx: context.Background(), dialer: true}
 	if err := cfg.resolve(&hs.cfg); err != nil {

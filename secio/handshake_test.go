@@ -383,45 +383,10 @@ func TestSelfDial(t *testing.T) {
 	cfg := testConfig("a")
 	evil := testConfig("b")
 	evil.PrivateKey = cfg.PrivateKey
-	go func() { defer a.Close(); dialerWithoutChecks(a, evil) }()
+	go func() { defer a.Close(); dialerWith(a, evil, nil) }()
 	if _, err := Server(context.Background(), b, cfg); !errors.Is(err, ErrSelfDial) {
 		t.Fatalf("listener: %v, want ErrSelfDial", err)
 	}
-}
-
-// dialerWithoutChecks runs the dialer's side with the identity checks on
-// the listener's Auth skipped, to reach the listener's own checks.
-func dialerWithoutChecks(conn net.Conn, cfg *Config) error {
-	hs := &handshakeState{ctx: context.Background(), dialer: true}
-	if err := cfg.resolve(&hs.cfg); err != nil {
-		return err
-	}
-	hs.c = newConn(conn)
-	hs.th = transcriptStart
-	io.ReadFull(hs.cfg.rand, hs.nonce[:])
-	kex := hs.cfg.kexes[0]
-	if err := hs.sendClientHello(kex); err != nil {
-		return err
-	}
-	if _, err := hs.readServerHello(); err != nil {
-		return err
-	}
-	if err := hs.processServerHello(kex); err != nil {
-		return err
-	}
-	in := &hs.c.in
-	hdr, body, total, err := in.nextFrame(conn)
-	if err != nil {
-		return err
-	}
-	hs.th.Write(hdr)
-	hs.th.Write(body)
-	nonce, _ := in.ctr.next()
-	if _, err := in.aead.Open(body[:0], nonce, body, hdr); err != nil {
-		return err
-	}
-	in.consume(total)
-	return hs.sendDialerAuth(nil)
 }
 
 // smallOrderKey returns a PrivateKey whose public half claims a small-order
@@ -452,7 +417,7 @@ func TestSmallOrderIdentity(t *testing.T) {
 				t.Fatalf("listener key %d (sign %v): dialer error %v, want ErrInvalidKey", i, sign, errA)
 			}
 			a, b = net.Pipe()
-			go func() { defer a.Close(); dialerWithoutChecks(a, evil) }()
+			go func() { defer a.Close(); dialerWith(a, evil, nil) }()
 			if _, err := Server(context.Background(), b, testConfig("a")); !errors.Is(err, ErrInvalidKey) {
 				t.Fatalf("dialer key %d (sign %v): listener error %v, want ErrInvalidKey", i, sign, err)
 			}

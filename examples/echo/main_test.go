@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -77,30 +76,5 @@ func TestBinaryBadInput(t *testing.T) {
 // gracefully and exits 0, as with Ctrl-C.
 func TestBinarySIGTERM(t *testing.T) {
 	bin := testutil.BuildMain(t)
-	cmd := exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0")
-	var out testutil.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "listening on"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("server did not start: %s", out.String())
-		}
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	select {
-	case err := <-waited:
-		if err != nil {
-			t.Fatalf("after SIGTERM: %v\n%s", err, out.String())
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-waited
-		t.Fatal("SIGTERM did not stop the server")
-	}
+	testutil.RunUntilReadyThenTERM(t, exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0"), "listening on")
 }

@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -161,32 +160,7 @@ func TestBinary(t *testing.T) {
 			t.Errorf("%v: exit %d, output %q; want exit %d and %q", c.args, code, out, c.code, c.want)
 		}
 	}
-	cmd := exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0", "-dir", dir)
-	var out testutil.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "listening on"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			<-waited
-			t.Fatalf("receiver did not start: %s", out.String())
-		}
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-waited:
-		if err != nil {
-			t.Fatalf("after SIGTERM: %v\n%s", err, out.String())
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-waited
-		t.Fatal("SIGTERM did not stop the receiver")
-	}
+	testutil.RunUntilReadyThenTERM(t, exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0", "-dir", dir), "listening on")
 }
 
 func TestReadHeaderRejectsTraversal(t *testing.T) {
