@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -26,7 +27,11 @@ type options struct {
 	From     string
 	WANMode  bool
 	WAN      wanOptions
+	Cases    map[string]bool // the transport cases to run (caseNames); empty: all
 }
+
+// caseNames are the groups of transport cases -cases selects from.
+var caseNames = []string{"bulk", "rtt", "conns", "idle"}
 
 func main() {
 	var o options
@@ -39,6 +44,7 @@ func main() {
 	flag.StringVar(&o.SVG, "svg", "", "also draw a bar chart of the transport results, relative to tendril, to this SVG file")
 	flag.BoolVar(&o.Quiet, "q", false, "no progress on stderr")
 	flag.StringVar(&o.From, "from", "", "measure nothing: print (and -svg draw) the results of an earlier -json run read from this file")
+	cases := flag.String("cases", "", "run only these transport cases, comma-separated: "+strings.Join(caseNames, ", ")+" (default all)")
 	flag.BoolVar(&o.WANMode, "wan", false, "the WAN mode: first reply, bulk and loaded round trips through a delay proxy (defaults -runs 3 -duration 2s)")
 	rtts := flag.String("wan-rtt", "50ms,100ms", "WAN: the round-trip times measured without a rate cap, comma-separated")
 	flag.IntVar(&o.WAN.Replies, "wan-replies", 5, "WAN: first replies timed per run and path")
@@ -63,6 +69,17 @@ func main() {
 		}
 	}
 	o.WAN.Rate = int64(*rate * 1e6)
+	if *cases != "" {
+		o.Cases = map[string]bool{}
+		for _, c := range strings.Split(*cases, ",") {
+			c = strings.TrimSpace(c)
+			if !slices.Contains(caseNames, c) {
+				fmt.Fprintf(os.Stderr, "bench: -cases: %q is not one of %s\n", c, strings.Join(caseNames, ", "))
+				os.Exit(2)
+			}
+			o.Cases[c] = true
+		}
+	}
 	for _, f := range strings.Split(*rtts, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(f))
 		if err != nil || d <= 0 {
@@ -202,29 +219,53 @@ func runTransport(ctx context.Context, t transportSpec, o options, res *results,
 	}
 	defer srv.Close()
 	step := func(m metric) { p.step(r, t.Name+": "+m.Label) }
+	want := func(c string) bool { return len(o.Cases) == 0 || o.Cases[c] }
 
+	if want("bulk") {
+		if err := runBulk(ctx, srv, o, res, t.Name, step); err != nil {
+			return err
+		}
+	}
+	if want("rtt") {
+		step(metricRTT)
+		rtt, err := roundTrips(ctx, srv, o.Duration)
+		if err != nil {
+			return fmt.Errorf("round trips: %w", err)
+		}
+		res.add(metricRTT.ID, t.Name, rtt/1e3)
+	}
+	if want("conns") {
+		if err := runConns(ctx, srv, o, res, t.Name, step); err != nil {
+			return err
+		}
+	}
+	if want("idle") {
+		return runIdle(ctx, srv, o, res, t, step)
+	}
+	return nil
+}
+
+// runBulk measures one and eight bulk streams, and the CPU one stream costs.
+func runBulk(ctx context.Context, srv server, o options, res *results, name string, step func(metric)) error {
 	step(metricBulk1)
 	bps, cpb, err := bulk(ctx, srv, 1, o.Duration)
 	if err != nil {
 		return fmt.Errorf("bulk: %w", err)
 	}
-	res.add(metricBulk1.ID, t.Name, bps/1e9)
-	res.add(metricCPU.ID, t.Name, cpb*1e9)
+	res.add(metricBulk1.ID, name, bps/1e9)
+	res.add(metricCPU.ID, name, cpb*1e9)
 
 	step(metricBulk8)
 	bps, _, err = bulk(ctx, srv, 8, o.Duration)
 	if err != nil {
 		return fmt.Errorf("bulk, 8 streams: %w", err)
 	}
-	res.add(metricBulk8.ID, t.Name, bps/1e9)
+	res.add(metricBulk8.ID, name, bps/1e9)
+	return nil
+}
 
-	step(metricRTT)
-	rtt, err := roundTrips(ctx, srv, o.Duration)
-	if err != nil {
-		return fmt.Errorf("round trips: %w", err)
-	}
-	res.add(metricRTT.ID, t.Name, rtt/1e3)
-
+// runConns measures complete connections per second with one and two dialers.
+func runConns(ctx context.Context, srv server, o options, res *results, name string, step func(metric)) error {
 	if p, ok := srv.(preparer); ok {
 		if err := p.Prepare(64); err != nil {
 			return err
@@ -240,9 +281,13 @@ func runTransport(ctx context.Context, t transportSpec, o options, res *results,
 		if err != nil {
 			return fmt.Errorf("connections, %d dialers: %w", dialers, err)
 		}
-		res.add(m.ID, t.Name, cps)
+		res.add(m.ID, name, cps)
 	}
+	return nil
+}
 
+// runIdle measures what idle connections and streams hold.
+func runIdle(ctx context.Context, srv server, o options, res *results, t transportSpec, step func(metric)) error {
 	step(metricIdleConn)
 	cost, err := idle(ctx, srv, o.Conns)
 	if err != nil {
