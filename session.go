@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -1151,7 +1152,8 @@ func newReadErrConn(c net.Conn) *readErrConn {
 
 func (c *readErrConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if err != nil {
+	// A deadline is how the mux wakes a Read that reads its frames itself: not a failure.
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		c.err.CompareAndSwap(nil, &err)
 		c.once.Do(func() { close(c.failed) })
 	}

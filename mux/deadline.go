@@ -9,6 +9,7 @@ import (
 // net.Conn's deadlines need: setting it again re-arms or cancels it and wakes nobody
 // wrongly. Its timer exists only while a deadline is set.
 type deadline struct {
+	owner  *Stream // woken when the deadline passes, if it holds the read turn
 	mu     sync.Mutex
 	timer  *time.Timer
 	ch     chan struct{} // closed when the deadline passed; nil until needed
@@ -32,6 +33,9 @@ func (d *deadline) set(t time.Time) {
 	dur := time.Until(t)
 	if dur <= 0 {
 		d.expireLocked()
+		if d.owner != nil {
+			d.owner.s.wakeHolder(d.owner)
+		}
 		return
 	}
 	if d.passed {
@@ -42,8 +46,11 @@ func (d *deadline) set(t time.Time) {
 
 func (d *deadline) expire() {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.expireLocked()
+	d.mu.Unlock()
+	if d.owner != nil {
+		d.owner.s.wakeHolder(d.owner)
+	}
 }
 
 func (d *deadline) expireLocked() {

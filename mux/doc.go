@@ -24,9 +24,12 @@
 //     data, or its first Read if the peer speaks first), and accepted by the first frame of
 //     the answer (or after 500 µs): opening a stream and sending a request is one frame,
 //     and so is accepting it and answering.
-//   - One goroutine per session, the frame reader. Writers write themselves, one at a time;
-//     control frames queued while nobody writes go out from a goroutine that lives only
-//     while it writes. Streams the peer opens can be taken with AcceptStream, or handed to
+//   - At most one goroutine per session, the frame reader. Writers write themselves, one at
+//     a time; control frames queued while nobody writes go out from a goroutine that lives
+//     only while it writes. A Read that waits for its data while nobody else waits for
+//     frames reads the connection itself (the read turn), so a request/response exchange
+//     wakes one goroutine per message, not two; the frame reader takes over again for bulk
+//     data, for several waiting goroutines, and after a millisecond with nobody reading. Streams the peer opens can be taken with AcceptStream, or handed to
 //     a function with Serve, which starts a goroutine per stream only when one arrives.
 //   - Limits for hostile peers: Config.MaxStreams and Config.AcceptBacklog (beyond them a
 //     stream is reset, never queued), a bounded number of queued resets and ping answers,

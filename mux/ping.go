@@ -74,6 +74,8 @@ func (s *Session) Ping(ctx context.Context) (time.Duration, error) {
 	p := s.startPing(true)
 	t := time.NewTimer(s.cfg.ConnectionWriteTimeout)
 	defer t.Stop()
+	s.expect()
+	defer s.expected()
 	select {
 	case <-p.done:
 		return p.rtt, nil

@@ -6,12 +6,29 @@ import (
 	"net"
 )
 
-// recvLoop is the session's frame reader, its one goroutine: it reads every frame, hands
-// data to its stream and control to the session, and never writes to the connection
-// itself (what it has to answer is queued), so a peer that stops reading cannot stop it.
+// recvLoop is the session's frame reader: it reads frames while it holds the read turn
+// (turn.go), hands data to its stream and control to the session, and never writes to the
+// connection itself (what it has to answer is queued), so a peer that stops reading cannot
+// stop it.
 func (s *Session) recvLoop() {
 	defer s.wg.Done()
-	err := s.readFrames()
+	for {
+		got, size, err := s.readStep()
+		if err != nil {
+			s.readFailed(err)
+			s.turn.mu.Lock()
+			s.releaseTurnLocked(false, 0)
+			s.turn.mu.Unlock()
+			return
+		}
+		if got != nil && size < turnBulkFrame && s.mayLeave(got) {
+			return
+		}
+	}
+}
+
+// readFailed closes the session after reading failed with err.
+func (s *Session) readFailed(err error) {
 	var perr *protocolError
 	switch {
 	case errors.As(err, &perr):
@@ -26,30 +43,57 @@ func (s *Session) recvLoop() {
 	s.shutdown(&closedError{cause: err})
 }
 
-func (s *Session) readFrames() error {
-	var h header
-	for {
-		if _, err := io.ReadFull(s.conn, h[:]); err != nil {
-			return err
-		}
-		if h.version() != protoVersion {
-			return &protocolError{"invalid version"}
-		}
-		var err error
-		switch h.typ() {
-		case typeData, typeWindowUpdate:
-			err = s.onStreamFrame(&h)
-		case typePing:
-			s.onPing(&h)
-		case typeGoAway:
-			err = s.onGoAway(&h)
-		default:
-			err = &protocolError{"invalid frame type"}
-		}
+// readStep reads the next piece of the session's input: the rest of a frame body that a
+// woken holder of the read turn left (turn.go), or the next frame. It returns the stream
+// that received data when a data frame is complete, and the frame's length.
+func (s *Session) readStep() (got *Stream, size uint32, err error) {
+	if s.body.pending {
+		return s.readBody()
+	}
+	if err := s.readHeader(); err != nil {
+		return nil, 0, err
+	}
+	return s.dispatch()
+}
+
+// readHeader reads the next frame header into s.hdr. A read cut short (a holder woken by
+// the read deadline, see turn.go) keeps what it read for the next call.
+func (s *Session) readHeader() error {
+	for s.hn < len(s.hdr) {
+		n, err := s.conn.Read(s.hdr[s.hn:])
+		s.hn += n
 		if err != nil {
+			if s.hn == len(s.hdr) {
+				break
+			}
+			if err == io.EOF && s.hn > 0 {
+				err = io.ErrUnexpectedEOF
+			}
 			return err
 		}
 	}
+	s.hn = 0
+	return nil
+}
+
+// dispatch handles the frame whose header is in s.hdr, reading its body. It returns the
+// stream that received data, if any, and the frame's length.
+func (s *Session) dispatch() (got *Stream, size uint32, err error) {
+	h := &s.hdr
+	if h.version() != protoVersion {
+		return nil, 0, &protocolError{"invalid version"}
+	}
+	switch h.typ() {
+	case typeData, typeWindowUpdate:
+		return s.onStreamFrame(h)
+	case typePing:
+		s.onPing(h)
+	case typeGoAway:
+		err = s.onGoAway(h)
+	default:
+		err = &protocolError{"invalid frame type"}
+	}
+	return nil, 0, err
 }
 
 func (s *Session) onPing(h *header) {
@@ -71,14 +115,15 @@ func (s *Session) onGoAway(h *header) error {
 	return nil
 }
 
-// onStreamFrame handles a data or window update frame.
-func (s *Session) onStreamFrame(h *header) error {
+// onStreamFrame handles a data or window update frame; it returns the stream that received
+// data, if any, and the data's length.
+func (s *Session) onStreamFrame(h *header) (*Stream, uint32, error) {
 	id, flags, length := h.streamID(), h.flags(), h.length()
 	var st *Stream
 	if flags&flagSYN != 0 {
 		var err error
 		if st, err = s.incoming(id); err != nil {
-			return err
+			return nil, 0, err
 		}
 	} else {
 		s.mu.Lock()
@@ -89,9 +134,9 @@ func (s *Session) onStreamFrame(h *header) error {
 	if st == nil {
 		// Refused, or already ended here (reset, closed): its data is read and dropped.
 		if isData {
-			return s.discard(length)
+			return s.startBody(nil, length, 0)
 		}
-		return nil
+		return nil, 0, nil
 	}
 	st.mu.Lock()
 	if flags&flagACK != 0 && !st.inbound && !st.acked {
@@ -108,9 +153,9 @@ func (s *Session) onStreamFrame(h *header) error {
 		st.mu.Unlock()
 		st.wake()
 		if isData {
-			return s.discard(length)
+			return s.startBody(nil, length, 0)
 		}
-		return nil
+		return nil, 0, nil
 	}
 	if !isData {
 		st.sendWindow += length
@@ -119,20 +164,62 @@ func (s *Session) onStreamFrame(h *header) error {
 		if fin || length > 0 {
 			st.wake()
 		}
-		return nil
+		return nil, 0, nil
 	}
 	if length > st.recvCredit {
 		st.mu.Unlock()
-		return &protocolError{"stream window exceeded"}
+		return nil, 0, &protocolError{"stream window exceeded"}
 	}
 	st.recvCredit -= length
-	err := s.readData(st, int(length)) // unlocks and relocks st.mu
-	fin := s.finLocked(st, flags)
 	st.mu.Unlock()
-	if length > 0 || fin {
+	return s.startBody(st, length, flags)
+}
+
+// body is the part of a data frame's body not read yet. A holder of the read turn woken in
+// the middle of a body (turn.go) leaves the rest to the next reader, so that no frame is
+// cut and no Read waits past its deadline for a peer that sends a body slowly.
+type body struct {
+	pending bool
+	st      *Stream // the stream it is for; nil: read and dropped
+	left    uint32  // bytes still to read
+	size    uint32  // the frame's length
+	flags   uint16  // the frame's flags, applied once the body is read
+}
+
+// startBody starts reading the body of a data frame of length bytes for st (nil: dropped).
+func (s *Session) startBody(st *Stream, length uint32, flags uint16) (*Stream, uint32, error) {
+	s.body = body{pending: true, st: st, left: length, size: length, flags: flags}
+	return s.readBody()
+}
+
+// readBody reads what is left of the current body. Once it is complete, the stream gets the
+// frame's FIN and is signalled; readBody returns it with the frame's length.
+func (s *Session) readBody() (*Stream, uint32, error) {
+	b := &s.body
+	st := b.st
+	if st == nil {
+		err := s.discard()
+		if err == nil {
+			b.pending = false
+		}
+		return nil, 0, err
+	}
+	st.mu.Lock()
+	if err := s.readData(st); err != nil {
+		st.mu.Unlock()
+		return nil, 0, err
+	}
+	b.pending = false
+	fin := s.finLocked(st, b.flags)
+	st.mu.Unlock()
+	if b.size > 0 || fin {
+		// notify, not signal: if st holds the read turn, this is its own goroutine.
 		notify(st.readCh)
 	}
-	return err
+	if b.size == 0 {
+		return nil, 0, nil
+	}
+	return st, b.size, nil
 }
 
 // finLocked applies the peer's FIN, if flags carry one.
@@ -147,38 +234,41 @@ func (s *Session) finLocked(st *Stream, flags uint16) bool {
 	return true
 }
 
-// readData reads a data frame's body into st's buffer, without holding st.mu while it
-// waits for the network. st.mu is held on entry and on return.
-func (s *Session) readData(st *Stream, n int) error {
-	for n > 0 {
+// readData reads the rest of the current body into st's buffer, without holding st.mu while
+// it waits for the network. st.mu is held on entry and on return.
+func (s *Session) readData(st *Stream) error {
+	b := &s.body
+	for b.left > 0 {
 		if st.readClosed || st.resetErr != nil {
 			st.mu.Unlock()
-			err := s.discard(uint32(n))
+			err := s.discard()
 			st.mu.Lock()
 			return err
 		}
-		sp := st.buf.space(n)
+		sp := st.buf.space(int(b.left))
 		st.mu.Unlock()
 		k, err := io.ReadFull(s.conn, sp)
 		st.mu.Lock()
 		st.buf.commit(k)
-		n -= k
+		b.left -= uint32(k)
+		if k > 0 && b.left > 0 {
+			notify(st.readCh) // a large frame: the reader can start on what is here
+		}
 		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
 			return err
 		}
-		if n > 0 {
-			notify(st.readCh) // a large frame: the reader can start on what is here
-		}
 	}
 	return nil
 }
 
-// discard reads and drops n bytes.
-func (s *Session) discard(n uint32) error {
-	_, err := io.CopyN(io.Discard, s.conn, int64(n))
+// discard reads and drops the rest of the current body.
+func (s *Session) discard() error {
+	b := &s.body
+	k, err := io.CopyN(io.Discard, s.conn, int64(b.left))
+	b.left -= uint32(k)
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}

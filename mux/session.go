@@ -13,7 +13,8 @@ import (
 // Session is a multiplexed connection: one side is the Client, the other the Server (they
 // differ only in the stream IDs they use). All methods are safe for concurrent use.
 //
-// A session runs one goroutine of its own, the frame reader. Writers write to the
+// A session runs at most one goroutine of its own, the frame reader, and not even that
+// while a Read waiting for its stream's data reads the frames itself (turn.go). Writers write to the
 // connection themselves, one at a time; control frames (window updates, acknowledgements,
 // pings) ride in front of the next data or, when no data is being written, go out from a
 // goroutine that lives only while it writes them.
@@ -26,8 +27,12 @@ type Session struct {
 	done   chan struct{} // closed when the session closes
 	ended  chan struct{} // closed when shutdown has released everything
 
-	w   writer
-	rtt atomic.Int64 // smoothed round-trip time in ns; 0 until measured
+	w    writer
+	turn turn         // who reads the connection (turn.go)
+	hdr  header       // the frame header being read, by the holder of the turn
+	hn   int          // bytes of hdr read so far
+	body body         // the body being read, by the holder of the turn (recv.go)
+	rtt  atomic.Int64 // smoothed round-trip time in ns; 0 until measured
 
 	pmu     sync.Mutex
 	ping    *pingState // the ping in flight, if any
@@ -99,8 +104,7 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 		s.kaTimer = time.AfterFunc(c.KeepAliveInterval, s.keepAlive)
 		s.mu.Unlock()
 	}
-	s.wg.Add(1)
-	go s.recvLoop()
+	s.startTurn()
 	return s, nil
 }
 
@@ -140,12 +144,15 @@ func (s *Session) OpenStream(ctx context.Context) (*Stream, error) {
 		}
 		wake := s.ackWake
 		s.mu.Unlock()
+		s.expect()
 		select {
 		case <-wake:
 		case <-ctx.Done():
+			s.expected()
 			return nil, ctx.Err()
 		case <-s.done:
 		}
+		s.expected()
 		s.mu.Lock()
 	}
 	charge := streamCharge(InitialStreamWindow)
@@ -190,12 +197,15 @@ func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
 			return st, nil
 		}
 		s.mu.Unlock()
+		s.expect()
 		select {
 		case <-s.acceptWake:
 		case <-ctx.Done():
+			s.expected()
 			return nil, ctx.Err()
 		case <-s.done:
 		}
+		s.expected()
 	}
 }
 
@@ -310,6 +320,7 @@ func (s *Session) shutdown(err error) {
 		s.kaTimer.Stop()
 	}
 	s.mu.Unlock()
+	s.stopTurn()
 	s.w.stop()
 	_ = s.conn.Close()
 	for _, st := range streams {

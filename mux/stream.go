@@ -53,6 +53,8 @@ type Stream struct {
 
 	// Send side.
 	sendWindow uint32
+
+	waitingRead bool // a Read waits on readCh (guarded by the session's turn.mu)
 }
 
 var _ net.Conn = (*Stream)(nil)
@@ -61,13 +63,15 @@ var _ net.Conn = (*Stream)(nil)
 var aLongTimeAgo = time.Unix(1, 0)
 
 func newStream(s *Session, id uint32, inbound bool, reserved int64) *Stream {
-	return &Stream{
+	st := &Stream{
 		s: s, id: id, inbound: inbound,
 		readCh: make(chan struct{}, 1), writeCh: make(chan struct{}, 1),
 		synPending: !inbound, ackPending: inbound,
 		recvWindow: InitialStreamWindow, recvCredit: InitialStreamWindow,
 		sendWindow: InitialStreamWindow, epoch: time.Now(), reserved: reserved,
 	}
+	st.rdl.owner, st.wdl.owner = st, st
+	return st
 }
 
 func notify(ch chan struct{}) {
@@ -77,9 +81,16 @@ func notify(ch chan struct{}) {
 	}
 }
 
+// signal wakes the Read or Write waiting on ch, also when it holds the read turn.
+func (st *Stream) signal(ch chan struct{}) {
+	notify(ch)
+	st.s.wakeHolder(st)
+}
+
 func (st *Stream) wake() {
 	notify(st.readCh)
 	notify(st.writeCh)
+	st.s.wakeHolder(st)
 }
 
 // StreamID returns the yamux stream ID (odd for streams opened by the client side, even
@@ -136,11 +147,8 @@ func (st *Stream) Read(p []byte) (int, error) {
 			// The peer cannot answer a stream it has not heard of.
 			st.s.queueStream(st, true)
 		}
-		select {
-		case <-st.readCh:
-		case <-st.rdl.wait():
-			return 0, ErrTimeout
-		case <-st.s.done:
+		if err := st.s.await(st, st.readCh, &st.rdl, false); err != nil {
+			return 0, err
 		}
 		st.mu.Lock()
 	}
@@ -230,11 +238,8 @@ func (st *Stream) takeWindow(n int) (int, error) {
 			return int(k), nil
 		}
 		st.mu.Unlock()
-		select {
-		case <-st.writeCh:
-		case <-st.wdl.wait():
-			return 0, ErrTimeout
-		case <-st.s.done:
+		if err := st.s.await(st, st.writeCh, &st.wdl, true); err != nil {
+			return 0, err
 		}
 		st.mu.Lock()
 	}
@@ -309,7 +314,7 @@ func (st *Stream) CloseWrite() error {
 		st.s.removeLocked(st)
 	}
 	st.mu.Unlock()
-	notify(st.writeCh)
+	st.signal(st.writeCh)
 	st.s.queueStream(st, true)
 	return nil
 }
