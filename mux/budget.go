@@ -63,6 +63,33 @@ func (b *Budget) reserve(n int64) bool {
 	return true
 }
 
+// reserveUpTo takes want bytes from b and its parents or, if they do not have that much
+// free, what they have if that is at least least bytes; it returns what it took (0: none).
+// A window grows by what the budget has left rather than not at all, so that a budget is
+// used up to its limit (eight streams growing by doubling would otherwise stop with a whole
+// step's worth unused).
+func (b *Budget) reserveUpTo(want, least int64) int64 {
+	if b.reserve(want) {
+		return want
+	}
+	n := min(want, b.free())
+	if n < least || !b.reserve(n) {
+		return 0
+	}
+	return n
+}
+
+// free returns the bytes b and its parents could still reserve, at this moment.
+func (b *Budget) free() int64 {
+	b.mu.Lock()
+	n := b.limit - b.used
+	b.mu.Unlock()
+	if b.parent != nil {
+		n = min(n, b.parent.free())
+	}
+	return n
+}
+
 // release returns n bytes to b and its parents.
 func (b *Budget) release(n int64) {
 	if n == 0 {

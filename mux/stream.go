@@ -154,11 +154,15 @@ func (st *Stream) Read(p []byte) (int, error) {
 	}
 }
 
+// minWindowGrowth is the least a window grows by when the budget has less left than a
+// doubling: less than one data frame of the default size is not worth a window update.
+const minWindowGrowth = 64 << 10
+
 // consumedLocked accounts for n bytes read and reports whether a window update is due:
 // once a quarter of the window was read, so that about seven eighths of the window stay in
 // flight on a long path (granting at half the window leaves three quarters).
 //
-// The window doubles, as far as the budget allows, when half of it was read within 1.5
+// The window doubles (or takes what the budget has left, down to minWindowGrowth) when half of it was read within 1.5
 // round trips: the window, not the reader, limits the stream (a window-limited stream reads
 // half its window in well under a round trip; measured through a delay proxy). Behind a
 // bottleneck of rate B the window stops at about 3·B·RTT, so a bulk stream keeps the link
@@ -179,8 +183,8 @@ func (st *Stream) consumedLocked(n int) bool {
 		now := time.Now()
 		s := st.s
 		if rtt := s.RTT(); rtt > 0 && st.recvWindow < s.cfg.MaxStreamWindow && now.Sub(st.epoch) < rtt*3/2 {
-			grow := min(st.recvWindow, s.cfg.MaxStreamWindow-st.recvWindow)
-			if s.budget.reserve(int64(grow)) {
+			want := min(st.recvWindow, s.cfg.MaxStreamWindow-st.recvWindow)
+			if grow := uint32(s.budget.reserveUpTo(int64(want), minWindowGrowth)); grow > 0 {
 				st.reserved += int64(grow)
 				st.recvWindow += grow
 				grant += grow
