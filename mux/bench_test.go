@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/hashicorp/yamux"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // benchConns opens a stream pair either through this package (coalesced) or
 // through plain yamux over the same kind of TCP connection, for comparison.
 func benchStreams(b *testing.B, plain bool) (client, server net.Conn, cleanup func()) {
-	a, c := tcpPair(b)
+	a, c := testutil.TCPPair(b)
 	if plain {
 		ycfg := yamux.DefaultConfig()
 		ycfg.EnableKeepAlive = false
@@ -171,7 +172,7 @@ func ExampleSession() {
 // BenchmarkStreamOpenClose measures a stream's life over loopback TCP: open,
 // one byte each way, close on both sides.
 func BenchmarkStreamOpenClose(b *testing.B) {
-	a, c := tcpPair(b)
+	a, c := testutil.TCPPair(b)
 	cfg := &Config{KeepAliveInterval: -1}
 	cs, _ := Client(a, cfg)
 	ss, _ := Server(c, cfg)

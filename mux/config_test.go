@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -53,7 +55,7 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("Validate(%+v) = %v", c, err)
 		}
-		a, b := tcpPair(t)
+		a, b := testutil.TCPPair(t)
 		if _, err := Client(a, c); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("Client(%+v) = %v", c, err)
 		}
@@ -66,7 +68,7 @@ func TestConfigValidate(t *testing.T) {
 func TestConfigNotMutated(t *testing.T) {
 	cfg := &Config{MaxStreams: 3}
 	before := *cfg
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	sessionPair(t, a, b, cfg, cfg)
 	if *cfg != before {
 		t.Fatalf("config changed: %+v -> %+v", before, *cfg)

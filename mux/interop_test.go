@@ -12,6 +12,7 @@ import (
 
 	hyamux "github.com/hashicorp/yamux"
 	gyamux "github.com/libp2p/go-yamux/v5"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // peerSession is the part of another yamux implementation's session the interop test
@@ -71,7 +72,7 @@ func TestInterop(t *testing.T) {
 				role = "we-client"
 			}
 			t.Run(name+"/"+role, func(t *testing.T) {
-				a, b := tcpPair(t)
+				a, b := testutil.TCPPair(t)
 				var ours *Session
 				var err error
 				if weClient {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tendril-p2p/tendril/internal/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -133,7 +134,7 @@ func TestServeClosedOnce(t *testing.T) {
 		{"closed before serve", nil, ErrSessionClosed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b := tcpPair(t)
+			a, b := testutil.TCPPair(t)
 			c, s := sessionPair(t, a, b, nil, nil)
 			var calls atomic.Int32
 			done := make(chan error, 2)
@@ -219,7 +220,7 @@ func TestServeOpeningPatterns(t *testing.T) {
 	})
 
 	// The peer speaks first: the opener's Read must send the opening.
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	c, s := sessionPair(t, a, b, nil, nil)
 	s.Serve(func(st *Stream) {
 		st.Write([]byte("hello"))
@@ -243,7 +244,7 @@ func TestServeOpeningPatterns(t *testing.T) {
 // TestMain).
 func TestServeCloseWhileOpening(t *testing.T) {
 	for range 5 {
-		a, b := tcpPair(t)
+		a, b := testutil.TCPPair(t)
 		c, s := sessionPair(t, a, b, nil, nil)
 		var closedCalls atomic.Int32
 		done := make(chan struct{})
@@ -280,7 +281,7 @@ func TestServeCloseWhileOpening(t *testing.T) {
 // TestServeAfterGoAway: after a local GoAway yamux refuses the peer's new streams before
 // they reach the accept queue; the goroutine Serve started for them must not wait for them.
 func TestServeAfterGoAway(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	c, s := sessionPair(t, a, b, nil, nil)
 	baseline := goleak.IgnoreCurrent()
 	var handled atomic.Int32

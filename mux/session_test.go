@@ -3,78 +3,15 @@ package mux
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
-	"os"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
-
-// echo accepts streams on s and echoes each until EOF, then closes it.
-func echo(t testing.TB, s *Session) (wait func()) {
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			st, err := s.AcceptStream(context.Background())
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer st.Close()
-				if _, err := io.Copy(st, st); err != nil && !errors.Is(err, ErrSessionClosed) {
-					t.Errorf("echo: %v", err)
-				}
-				_ = st.CloseWrite()
-			})
-		}
-	})
-	return wg.Wait
-}
-
-// roundTrip writes msg on a new stream, half-closes, and reads the echo.
-func roundTrip(ctx context.Context, s *Session, msg []byte) error {
-	st, err := s.OpenStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := st.Write(msg)
-		if err == nil {
-			err = st.CloseWrite()
-		}
-		errc <- err
-	}()
-	got, err := io.ReadAll(st)
-	if werr := <-errc; werr != nil {
-		return werr
-	}
-	if err != nil {
-		return err
-	}
-	if !bytes.Equal(got, msg) {
-		return fmt.Errorf("echo of %d bytes returned %d bytes", len(msg), len(got))
-	}
-	return nil
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 func TestOpenAcceptMany(t *testing.T) {
 	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
@@ -120,54 +57,6 @@ func TestStreamIDs(t *testing.T) {
 		c.LocalAddr() != a.LocalAddr() || s.RemoteAddr() != b.RemoteAddr() {
 		t.Fatal("addresses")
 	}
-}
-
-func TestHalfClose(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, nil, nil)
-		done := make(chan error, 1)
-		go func() {
-			st, err := s.AcceptStream(context.Background())
-			if err != nil {
-				done <- err
-				return
-			}
-			req, err := io.ReadAll(st) // until the client's CloseWrite
-			if err == nil {
-				_, err = st.Write(append([]byte("re: "), req...))
-			}
-			if err == nil {
-				err = st.Close()
-			}
-			done <- err
-		}()
-		st, err := c.OpenStream(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Write([]byte("question")); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.CloseWrite(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Write([]byte("more")); !errors.Is(err, ErrStreamClosed) {
-			t.Fatalf("write after CloseWrite = %v", err)
-		}
-		resp, err := io.ReadAll(st)
-		if err != nil || string(resp) != "re: question" {
-			t.Fatalf("response %q, %v", resp, err)
-		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		st.Close()
-		if _, err := st.Read(make([]byte, 1)); !errors.Is(err, ErrStreamClosed) {
-			t.Fatalf("read after Close = %v", err)
-		}
-		waitFor(t, "streams to be freed", func() bool { return c.NumStreams() == 0 && s.NumStreams() == 0 })
-	})
 }
 
 func TestMaxStreamsOutbound(t *testing.T) {
@@ -291,7 +180,7 @@ func TestMaxStreamsInbound(t *testing.T) {
 }
 
 func TestAcceptBacklog(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	c, s := sessionPair(t, a, b, nil, &Config{AcceptBacklog: 2})
 	ctx := context.Background()
 	var streams []*Stream
@@ -425,7 +314,7 @@ func TestCloseWithStreamsOpen(t *testing.T) {
 }
 
 func TestRemoteConnClosed(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	_, s := sessionPair(t, a, b, nil, nil)
 	a.Close() // the client's connection dies under it
 	select {
@@ -438,53 +327,8 @@ func TestRemoteConnClosed(t *testing.T) {
 	}
 }
 
-func TestKeepAlive(t *testing.T) {
-	// A peer that reads everything and never answers: the keepalive closes
-	// the session.
-	a, b := net.Pipe()
-	go io.Copy(io.Discard, b)
-	defer b.Close()
-	s, err := Server(a, &Config{KeepAliveInterval: 20 * time.Millisecond, ConnectionWriteTimeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	select {
-	case <-s.CloseChan():
-	case <-time.After(5 * time.Second):
-		t.Fatal("keepalive did not close the session")
-	}
-	if _, err := s.AcceptStream(context.Background()); !errors.Is(err, ErrSessionClosed) || !errors.Is(err, ErrKeepAliveTimeout) {
-		t.Fatalf("AcceptStream after keepalive failure = %v", err)
-	}
-
-	// Two live peers with fast keepalives stay up.
-	a2, b2 := tcpPair(t)
-	cfg := &Config{KeepAliveInterval: 5 * time.Millisecond, ConnectionWriteTimeout: time.Second}
-	c, s2 := sessionPair(t, a2, b2, cfg, cfg)
-	time.Sleep(100 * time.Millisecond)
-	if c.IsClosed() || s2.IsClosed() {
-		t.Fatal("keepalive closed a live session")
-	}
-}
-
-func TestPingTimeout(t *testing.T) {
-	a, b := net.Pipe()
-	go io.Copy(io.Discard, b)
-	defer b.Close()
-	c, err := Client(a, &Config{KeepAliveInterval: -1, ConnectionWriteTimeout: 30 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, err = c.Ping(context.Background())
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("Ping = %v, want ErrTimeout", err)
-	}
-}
-
 func TestStreamOpenTimeout(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	c, _ := sessionPair(t, a, b, &Config{StreamOpenTimeout: 50 * time.Millisecond}, nil)
 	st, err := c.OpenStream(context.Background())
 	if err != nil {
@@ -498,83 +342,8 @@ func TestStreamOpenTimeout(t *testing.T) {
 	}
 }
 
-func TestReset(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, nil, nil)
-		ctx := context.Background()
-		st, err := c.OpenStream(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st.Write([]byte("hi"))
-		acc, err := s.AcceptStream(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocked := make(chan error, 1)
-		go func() {
-			_, err := st.Read(make([]byte, 1)) // blocked until the reset
-			blocked <- err
-		}()
-		time.Sleep(10 * time.Millisecond)
-		if err := st.Reset(); err != nil {
-			t.Fatal(err)
-		}
-		st.Reset() // idempotent
-		if err := <-blocked; !errors.Is(err, ErrStreamReset) {
-			t.Fatalf("blocked Read after Reset = %v", err)
-		}
-		if _, err := st.Write([]byte("x")); !errors.Is(err, ErrStreamReset) {
-			t.Fatalf("Write after Reset = %v", err)
-		}
-		acc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		buf := make([]byte, 10)
-		var rerr error
-		for rerr == nil {
-			_, rerr = acc.Read(buf)
-		}
-		if !errors.Is(rerr, ErrStreamReset) {
-			t.Fatalf("remote Read after Reset = %v", rerr)
-		}
-		waitFor(t, "streams to be freed", func() bool { return c.NumStreams() == 0 && s.NumStreams() == 0 })
-	})
-}
-
-func TestDeadlines(t *testing.T) {
-	a, b := net.Pipe()
-	c, s := sessionPair(t, a, b, nil, nil)
-	st, err := c.OpenStream(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	_, err = st.Read(make([]byte, 1))
-	var ne net.Error
-	if !errors.Is(err, ErrTimeout) || !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("Read past deadline = %v", err)
-	}
-	// the stream still works after a timeout
-	st.SetDeadline(time.Time{})
-	st.Write([]byte("ok"))
-	acc, err := s.AcceptStream(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc.Write([]byte("!"))
-	if _, err := io.ReadFull(st, make([]byte, 1)); err != nil {
-		t.Fatal(err)
-	}
-	// a write blocked on a full window times out
-	st.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-	big := make([]byte, 4<<20)
-	if _, err := st.Write(big); !errors.Is(err, ErrTimeout) {
-		t.Fatalf("Write past deadline = %v", err)
-	}
-}
-
 func TestGoAway(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	c, s := sessionPair(t, a, b, nil, nil)
 	if err := s.GoAway(); err != nil {
 		t.Fatal(err)
@@ -585,44 +354,10 @@ func TestGoAway(t *testing.T) {
 	})
 }
 
-// TestLargeTransfer moves 16 MiB each way with unequal windows: the server's
-// 4 MiB window lets the client send frames larger than the client's own
-// coalescing limit, which then pass through.
-func TestLargeTransfer(t *testing.T) {
-	a, b := tcpPair(t)
-	c, s := sessionPair(t, a, b, &Config{MaxStreamWindow: MinStreamWindow}, &Config{MaxStreamWindow: 4 << 20})
-	wait := echo(t, s)
-	data := make([]byte, 16<<20)
-	rng := rand.NewChaCha8([32]byte{1})
-	rng.Read(data)
-	st, err := c.OpenStream(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		st.Write(data)
-		st.CloseWrite()
-	}()
-	h := sha256.New()
-	n, err := io.Copy(h, st)
-	if err != nil || n != int64(len(data)) || !bytes.Equal(h.Sum(nil), sha256Sum(data)) {
-		t.Fatalf("echo: %d bytes, %v", n, err)
-	}
-	st.Close()
-	c.Close()
-	s.Close()
-	wait()
-}
-
-func sha256Sum(b []byte) []byte {
-	s := sha256.Sum256(b)
-	return s[:]
-}
-
 // TestOpenStreamWaitsForAcks checks that OpenStream waits, under its context, while
 // AcceptBacklog announced streams are unacknowledged, and goes on once one is accepted.
 func TestOpenStreamWaitsForAcks(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	c, s := sessionPair(t, a, b, &Config{AcceptBacklog: 2}, &Config{AcceptBacklog: 10})
 	ctx := context.Background()
 	for range 2 {
@@ -649,61 +384,6 @@ func TestOpenStreamWaitsForAcks(t *testing.T) {
 	if n := c.NumStreams(); n != 3 {
 		t.Fatalf("NumStreams = %d, want 3", n)
 	}
-}
-
-// TestStreamEOFvsSessionLoss checks that a stream ended by the peer reads
-// io.EOF, while a stream cut by the loss of the session reads
-// ErrSessionClosed.
-func TestStreamEOFvsSessionLoss(t *testing.T) {
-	a, b := tcpPair(t)
-	c, s := sessionPair(t, a, b, nil, nil)
-	ctx := context.Background()
-	ended, _ := c.OpenStream(ctx)
-	cut, _ := c.OpenStream(ctx)
-	ended.Write([]byte("a"))
-	cut.Write([]byte("b"))
-	sEnded, err := s.AcceptStream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sCut, err := s.AcceptStream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ended.CloseWrite()
-	if got, err := io.ReadAll(sEnded); err != nil || string(got) != "a" {
-		t.Fatalf("ended stream: %q, %v", got, err)
-	}
-	a.Close() // the connection dies
-	got, err := io.ReadAll(sCut)
-	if string(got) != "b" || !errors.Is(err, ErrSessionClosed) {
-		t.Fatalf("cut stream: %q, %v; want ErrSessionClosed", got, err)
-	}
-}
-
-// TestPingFlood checks that a peer sending ping requests without reading the
-// answers cannot make yamux start a goroutine per ping.
-func TestPingFlood(t *testing.T) {
-	a, b := net.Pipe()
-	s, err := Server(a, &Config{KeepAliveInterval: -1, ConnectionWriteTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := runtime.NumGoroutine()
-	var flood []byte
-	for i := range 2000 {
-		flood = append(flood, hdr(typePing, flagSYN, 0, uint32(i))...)
-	}
-	if _, err := b.Write(flood); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(20 * time.Millisecond)
-	if g := runtime.NumGoroutine() - base; g > 64+8 {
-		t.Fatalf("%d goroutines after a ping flood", g)
-	}
-	go io.Copy(io.Discard, b) // let the answers drain
-	s.Close()
-	b.Close()
 }
 
 // TestHostileFrames checks that protocol violations close the session with

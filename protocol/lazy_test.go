@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // writeCounter counts the Writes made to a conn.
@@ -27,7 +29,7 @@ func (c *writeCounter) Write(p []byte) (int, error) {
 // overTCP runs f over loopback TCP: the lazy opener's first Write and the acceptor's answer
 // cross, which an unbuffered net.Pipe cannot carry.
 func overTCP(t *testing.T, f func(t *testing.T, a, b net.Conn)) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	defer a.Close()
 	defer b.Close()
 	f(t, a, b)
@@ -132,7 +134,7 @@ func TestNegotiateLazyReadFirst(t *testing.T) {
 // TestNegotiateLazyTimeout: an acceptor that never answers costs the first Read the
 // timeout, as ErrNegotiationTimeout; the caller's own deadline is back afterwards.
 func TestNegotiateLazyTimeout(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	defer a.Close()
 	defer b.Close()
 	go io.Copy(io.Discard, b)

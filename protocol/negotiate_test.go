@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // transports runs f over net.Pipe and over loopback TCP.
@@ -23,38 +25,11 @@ func transports(t *testing.T, f func(t *testing.T, a, b net.Conn)) {
 		f(t, a, b)
 	})
 	t.Run("tcp", func(t *testing.T) {
-		a, b := tcpPair(t)
+		a, b := testutil.TCPPair(t)
 		defer a.Close()
 		defer b.Close()
 		f(t, a, b)
 	})
-}
-
-func tcpPair(t testing.TB) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			ch <- nil
-			return
-		}
-		ch <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-ch
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	return a, b
 }
 
 type acceptResult struct {

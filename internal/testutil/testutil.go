@@ -1,4 +1,4 @@
-// Package testutil holds helpers shared by the tests of tendril's commands and examples.
+// Package testutil holds helpers shared by tendril's tests: its packages, commands and examples.
 package testutil
 
 import (

@@ -1,0 +1,36 @@
+package testutil
+
+import (
+	"net"
+	"testing"
+)
+
+// TCPPair returns the two ends of a loopback TCP connection. The caller closes them (tests
+// that hand them to a session let the session close them).
+func TCPPair(t testing.TB) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan accepted, 1)
+	go func() {
+		c, err := ln.Accept()
+		ch <- accepted{c, err}
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		a.Close()
+		t.Fatal(r.err)
+	}
+	return a, r.c
+}

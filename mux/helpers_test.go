@@ -1,0 +1,116 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
+)
+
+// transports runs f over net.Pipe and over loopback TCP.
+func transports(t *testing.T, f func(t *testing.T, newPair func() (net.Conn, net.Conn))) {
+	t.Run("pipe", func(t *testing.T) { f(t, func() (net.Conn, net.Conn) { return net.Pipe() }) })
+	t.Run("tcp", func(t *testing.T) { f(t, func() (net.Conn, net.Conn) { return testutil.TCPPair(t) }) })
+}
+
+// sessionPair starts a client over a and a server over b; both are closed at
+// the end of the test.
+func sessionPair(t testing.TB, a, b net.Conn, ccfg, scfg *Config) (*Session, *Session) {
+	t.Helper()
+	c, err := Client(a, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Server(b, scfg)
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		s.Close()
+	})
+	return c, s
+}
+
+// hdr encodes a frame header, for tests that play a peer by hand.
+func hdr(typ uint8, flags uint16, id, length uint32) []byte {
+	h := []byte{protoVersion, typ}
+	h = binary.BigEndian.AppendUint16(h, flags)
+	h = binary.BigEndian.AppendUint32(h, id)
+	return binary.BigEndian.AppendUint32(h, length)
+}
+
+// echo accepts streams on s and echoes each until EOF, then closes it.
+func echo(t testing.TB, s *Session) (wait func()) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			st, err := s.AcceptStream(context.Background())
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer st.Close()
+				if _, err := io.Copy(st, st); err != nil && !errors.Is(err, ErrSessionClosed) {
+					t.Errorf("echo: %v", err)
+				}
+				_ = st.CloseWrite()
+			})
+		}
+	})
+	return wg.Wait
+}
+
+// roundTrip writes msg on a new stream, half-closes, and reads the echo.
+func roundTrip(ctx context.Context, s *Session, msg []byte) error {
+	st, err := s.OpenStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := st.Write(msg)
+		if err == nil {
+			err = st.CloseWrite()
+		}
+		errc <- err
+	}()
+	got, err := io.ReadAll(st)
+	if werr := <-errc; werr != nil {
+		return werr
+	}
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, msg) {
+		return fmt.Errorf("echo of %d bytes returned %d bytes", len(msg), len(got))
+	}
+	return nil
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func sha256Sum(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
+}
