@@ -49,12 +49,13 @@ type Session struct {
 	pinging  bool                      // a keepalive ping is in flight
 	used     bool                      // a protocol stream was registered once (admission: not idle)
 	closeErr error
-	idle     chan struct{} // closed when closing and no streams remain
+	settled  chan struct{} // closed when closing and no stream is left to wait for (checkSettledLocked)
 	queued   int           // bytes queued for sending, all streams
 	waiters  int           // SendContext calls waiting for space
 	space    chan struct{} // closed (and replaced) when queue space is freed and someone waits
 
 	wg    sync.WaitGroup // stream goroutines
+	calls atomic.Int32   // message handler calls in progress (Connected, Received, Disconnected)
 	done  chan struct{}
 	ready chan struct{} // closed when the OpenOnConnect protocols are open (or failed): start
 
@@ -77,7 +78,7 @@ func newSession(s *Service, sc *secio.Conn, ms *mux.Session, dir Direction, loca
 		streams: make(map[string]*protoStream),
 		raw:     make(map[*protoStream]struct{}),
 		opening: make(map[string]chan struct{}),
-		idle:    make(chan struct{}),
+		settled: make(chan struct{}),
 		space:   make(chan struct{}),
 		done:    make(chan struct{}),
 		ready:   make(chan struct{}),
@@ -224,9 +225,16 @@ func (s *Session) teardown() {
 	s.cancel()
 	s.mux.Close()
 	// Every handler's Context ends with its session, whatever ended it: a handler waiting on
-	// ctx.Done() (as a raw StreamHandler does) returns now.
+	// ctx.Done() (as a raw StreamHandler does) returns now. A message stream is not reset:
+	// the mux keeps what it received readable after it closed, so the handler still gets
+	// the messages the peer sent before it closed the session (a peer that closes from its
+	// own handler does not wait for this side to read them first), then the stream ends.
 	for _, ps := range streams {
-		ps.abort()
+		if ps.proto.StreamHandler != nil {
+			ps.abort()
+		} else {
+			ps.stop()
+		}
 	}
 	s.waitHandlers()
 	s.svc.unregister(s)
@@ -241,12 +249,16 @@ func (s *Session) teardown() {
 	close(s.done)
 }
 
-// shutdown closes every stream gracefully, waits for them until ctx is done, then closes.
+// shutdown closes every stream gracefully, waits for them until ctx is done, then closes
+// the connection. It returns once the session has ended and its handlers have returned,
+// except when a message handler is in the middle of a call then: that handler may be the
+// one calling (Session.Close from OnReceived, say), and it can only return once this does,
+// so shutdown returns when the connection is closed and Done waits for the handler.
 func (s *Session) shutdown(ctx context.Context) {
 	s.mu.Lock()
 	if !s.closing {
 		s.closing = true
-		s.checkIdleLocked()
+		s.checkSettledLocked()
 	}
 	streams := s.streamsLocked()
 	s.mu.Unlock()
@@ -254,7 +266,7 @@ func (s *Session) shutdown(ctx context.Context) {
 		ps.closeLocal()
 	}
 	select {
-	case <-s.idle:
+	case <-s.settled:
 		if !s.svc.cfg.ResetOnClose {
 			// Every stream ended in order: close the secio connection itself, which sends its
 			// close record, so that the peer reads a clean end rather than a truncation
@@ -266,6 +278,10 @@ func (s *Session) shutdown(ctx context.Context) {
 	case <-s.done:
 	}
 	s.end()
+	if s.calls.Load() > 0 {
+		<-s.mux.CloseChan()
+		return
+	}
 	<-s.done
 }
 
@@ -301,13 +317,24 @@ func (s *Session) waitHandlers() {
 	}
 }
 
-func (s *Session) checkIdleLocked() {
-	if s.closing && len(s.streams) == 0 && len(s.opening) == 0 && len(s.raw) == 0 {
-		select {
-		case <-s.idle:
-		default:
-			close(s.idle)
+// checkSettledLocked closes settled once a graceful close has nothing left to wait for: no
+// protocol is opening, no raw stream is left, and every message stream has ended, or has
+// sent all it had queued and its end-of-stream while its handler is in the middle of a call
+// (it may be the handler that is closing the session: it cannot read the peer's answer
+// before it returns). s.mu is held; it runs whenever one of these changes.
+func (s *Session) checkSettledLocked() {
+	if !s.closing || len(s.opening) > 0 || len(s.raw) > 0 {
+		return
+	}
+	for _, ps := range s.streams {
+		if !ps.wclosed || !ps.inCall.Load() {
+			return
 		}
+	}
+	select {
+	case <-s.settled:
+	default:
+		close(s.settled)
 	}
 }
 
@@ -386,7 +413,13 @@ func (s *Session) Protocols() []ProtocolInfo {
 }
 
 // Close closes the session gracefully: queued messages are sent and every stream is closed,
-// within Config.ShutdownTimeout; then the connection is closed. It waits for the handlers.
+// within Config.ShutdownTimeout; then the connection is closed. It waits for the handlers,
+// unless a message handler is in the middle of a call (Connected, Received, Disconnected)
+// by then: Close may be called from that very handler, to drop a misbehaving peer, so it
+// does not wait for its stream's end-of-stream answer, and returns once the connection is
+// closed; Done waits for every handler. What that handler queued before calling Close is
+// still sent. A raw StreamHandler that closes its own session should return instead of
+// waiting: Close waits for its stream to end, up to ShutdownTimeout.
 func (s *Session) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.svc.cfg.ShutdownTimeout)
 	defer cancel()
@@ -491,7 +524,7 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 	defer func() {
 		s.mu.Lock()
 		delete(s.opening, name)
-		s.checkIdleLocked()
+		s.checkSettledLocked()
 		s.mu.Unlock()
 		close(ch)
 	}()
@@ -819,6 +852,7 @@ type protoStream struct {
 	outbound bool
 	ctx      *Context
 
+	inCall      atomic.Bool   // message mode: the handler is in a Connected, Received or Disconnected call
 	closing     chan struct{} // closed when no more sends are taken (local close, remote EOF, abort)
 	connected   chan struct{} // message mode: closed when the handler's Connected has returned
 	closingOnce sync.Once
@@ -926,8 +960,7 @@ func (ps *protoStream) ensureWriterLocked() {
 	if s.torn {
 		// The session is being torn down and waits for its goroutines: start none.
 		ps.dropQueueLocked()
-		ps.wclosed = true
-		close(ps.wdone)
+		ps.closeWdoneLocked()
 		return
 	}
 	if ps.held {
@@ -960,10 +993,15 @@ func (ps *protoStream) writeLoop() {
 			s.mu.Unlock()
 			return
 		case len(ps.queue) == 0 && ps.noMore:
+			// The end-of-stream is queued before writing is reported over (wdone), so that a
+			// close that waits for this goes out after it: the peer reads to EOF, then
+			// closes its side.
+			s.mu.Unlock()
+			ps.st.CloseWrite()
+			s.mu.Lock()
 			ps.writing = false
 			ps.closeWdoneLocked()
 			s.mu.Unlock()
-			ps.st.CloseWrite() // the peer reads to EOF, then closes its side
 			return
 		case len(ps.queue) == 0:
 			ps.writing = false // idle: the next send starts a writer again
@@ -1029,6 +1067,7 @@ func (ps *protoStream) closeWdoneLocked() {
 	if !ps.wclosed {
 		ps.wclosed = true
 		close(ps.wdone)
+		ps.sess.checkSettledLocked()
 	}
 }
 
@@ -1058,7 +1097,7 @@ func (ps *protoStream) readLoop() {
 	err := callHandler(ps.proto.Name, func() {
 		func() {
 			defer close(ps.connected) // also if Connected panics
-			h.Connected(ps.ctx, ps.version)
+			ps.call(func() { h.Connected(ps.ctx, ps.version) })
 		}()
 		r := protocol.NewReader(ps.st, s.svc.cfg.MaxMessageSize)
 		for {
@@ -1069,7 +1108,7 @@ func (ps *protoStream) readLoop() {
 				}
 				return
 			}
-			h.Received(ps.ctx, msg)
+			ps.call(func() { h.Received(ps.ctx, msg) })
 		}
 	})
 	if err == nil {
@@ -1082,9 +1121,22 @@ func (ps *protoStream) readLoop() {
 	}
 	<-ps.wdone
 	ps.finish(err)
-	if perr := callHandler(ps.proto.Name, func() { h.Disconnected(ps.ctx) }); perr != nil {
+	if perr := callHandler(ps.proto.Name, func() { ps.call(func() { h.Disconnected(ps.ctx) }) }); perr != nil {
 		s.svc.log.Error("handler panicked", "protocol", ps.proto.Name, "err", perr)
 	}
+}
+
+// call runs one call of the message handler, marked as in progress for shutdown (which
+// does not wait for a handler in the middle of a call: it may be the caller).
+func (ps *protoStream) call(fn func()) {
+	s := ps.sess
+	ps.inCall.Store(true)
+	s.calls.Add(1)
+	defer func() {
+		ps.inCall.Store(false)
+		s.calls.Add(-1)
+	}()
+	fn()
 }
 
 // closeLocal stops taking messages; the writer sends what is queued and half-closes.
@@ -1113,6 +1165,14 @@ func (ps *protoStream) fail(err error) {
 
 // abort closes the stream without flushing.
 func (ps *protoStream) abort() {
+	ps.stop()
+	ps.st.Reset() // also unblocks a writer stuck on flow control
+}
+
+// stop ends the stream's writing without flushing and ends its Context, but leaves what
+// was received readable: for a session whose mux has closed (which fails writes and, once
+// the received data is read, reads).
+func (ps *protoStream) stop() {
 	s := ps.sess
 	s.mu.Lock()
 	ps.aborted = true
@@ -1120,7 +1180,6 @@ func (ps *protoStream) abort() {
 	ps.ensureWriterLocked()
 	s.mu.Unlock()
 	ps.closingOnce.Do(func() { close(ps.closing) })
-	ps.st.Reset() // also unblocks a writer stuck on flow control
 }
 
 // finish unregisters the stream and reports it closed.
@@ -1131,7 +1190,7 @@ func (ps *protoStream) finish(err error) {
 		delete(s.streams, ps.proto.Name)
 	}
 	delete(s.raw, ps)
-	s.checkIdleLocked()
+	s.checkSettledLocked()
 	s.mu.Unlock()
 	s.svc.emit(s.protoEvent(EventProtocolClosed, ps.proto.Name, ps.version, err))
 }
