@@ -54,6 +54,12 @@ var (
 	// ErrLegacyDisabled means a legacy TEA listen or dial was asked of a Service whose
 	// Config.LegacyTEA is nil.
 	ErrLegacyDisabled = errors.New("tendril: legacy TEA mode not enabled")
+	// ErrLegacyKeyMismatch is in the Err of a legacy TEA session that ended because the
+	// peer's frames did not decrypt to valid mux frames before any protocol opened: TEA
+	// cannot authenticate, so a wrong key shows only as garbage, most likely because the two
+	// sides' LegacyTEAConfig.Key differ. It comes with ErrSessionClosed and the mux's
+	// protocol error.
+	ErrLegacyKeyMismatch = errors.New("tendril: legacy TEA: the peer's frames did not decrypt to mux frames; wrong key?")
 	// ErrInvalidAddr means an address is not a supported multiaddr.
 	ErrInvalidAddr = errors.New("tendril: invalid address")
 	// ErrInvalidConfig is wrapped by every error of Config.Validate.

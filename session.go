@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -669,6 +670,26 @@ func (e *peerClosed) Error() string { return ErrPeerClosed.Error() }
 
 func (e *peerClosed) Unwrap() []error { return []error{ErrPeerClosed, e.cause} }
 
+// legacyKeyMismatch is why a legacy TEA session ended when the peer's frames did not
+// decrypt to yamux frames before any protocol opened: most likely the two sides do not
+// share the key. It wraps ErrSessionClosed, ErrLegacyKeyMismatch and the mux's error.
+type legacyKeyMismatch struct{ cause error }
+
+func (e *legacyKeyMismatch) Error() string {
+	return ErrSessionClosed.Error() + ": " + strings.TrimPrefix(ErrLegacyKeyMismatch.Error(), "tendril: ") + ": " + e.cause.Error()
+}
+
+func (e *legacyKeyMismatch) Unwrap() []error {
+	return []error{ErrSessionClosed, ErrLegacyKeyMismatch, e.cause}
+}
+
+// usedOnce reports whether a protocol stream was ever registered on the session.
+func (s *Session) usedOnce() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
 // muxClosed runs once the mux has closed, for whatever reason, and tears the session down;
 // the Service's WaitGroup counts the session until then.
 func (s *Session) muxClosed(err error) {
@@ -680,11 +701,16 @@ func (s *Session) muxClosed(err error) {
 		if cause := s.rconn.cause(time.Second); cause != nil && !errors.Is(cause, net.ErrClosed) && !errors.Is(err, cause) {
 			err = cause
 		}
-		if s.secure && errors.Is(err, io.EOF) {
+		switch {
+		case s.secure && errors.Is(err, io.EOF):
 			// secio returns io.EOF only after the peer's authenticated close record (an
 			// unannounced end is ErrTruncated): the peer left on purpose.
 			s.setErr(&peerClosed{err})
-		} else {
+		case !s.secure && errors.Is(err, mux.ErrProtocol) && !s.usedOnce():
+			// TEA has no integrity check: with the wrong key a frame decrypts to garbage,
+			// which the mux reports as a protocol error before any protocol could open.
+			s.setErr(&legacyKeyMismatch{err})
+		default:
 			s.setErr(&connectionLost{err})
 		}
 	}
