@@ -49,6 +49,10 @@ var (
 	ErrProtocolNotOpen = errors.New("tendril: protocol not open on this session")
 	// ErrUnknownProtocol means the protocol name is not registered on this Service.
 	ErrUnknownProtocol = errors.New("tendril: protocol not registered")
+	// ErrInvalidProtocol means a Protocol given to New (in Config.Protocols, then also
+	// wrapped with ErrInvalidConfig) or to AddProtocol is invalid: a bad name or version,
+	// not exactly one handler, or a name registered twice.
+	ErrInvalidProtocol = errors.New("tendril: invalid protocol")
 	// ErrMessageTooLarge means a message exceeds Config.MaxMessageSize.
 	ErrMessageTooLarge = errors.New("tendril: message too large")
 	// ErrLegacyDisabled means a legacy TEA listen or dial was asked of a Service whose

@@ -61,6 +61,8 @@ type Session struct {
 	ready chan struct{} // closed when the OpenOnConnect protocols are open (or failed): start
 
 	adm admitted // what admission counted for the session (admission.go)
+
+	counts sessionCounters // for Stats (stats.go); bytes are counted by rconn
 }
 
 func newSession(s *Service, sc *secio.Conn, ms *mux.Session, dir Direction, local, remote Addr) *Session {
@@ -115,9 +117,8 @@ func (s *Session) start() {
 		go func() { opening.Wait(); close(s.ready) }()
 	}()
 	if s.dir == Outbound {
-		for i := range svc.cfg.Protocols {
-			p := &svc.cfg.Protocols[i]
-			if !p.OpenOnConnect || !s.allows(p) {
+		for _, p := range svc.openOnConnect() {
+			if !s.allows(p) {
 				continue
 			}
 			s.mu.Lock()
@@ -448,7 +449,7 @@ func (s *Session) SendContext(ctx context.Context, name string, msg []byte) erro
 }
 
 func (s *Session) notOpen(name string) error {
-	if _, ok := s.svc.protocols[name]; !ok {
+	if s.svc.protocol(name) == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
 	}
 	select {
@@ -479,8 +480,8 @@ func (s *Session) stream(name string) *protoStream {
 // Negotiation failures are returned (they wrap protocol.ErrUnknownProtocol,
 // protocol.ErrNoCommonVersion, ...) and reported as events.
 func (s *Session) OpenProtocol(ctx context.Context, name string) error {
-	p, ok := s.svc.protocols[name]
-	if !ok {
+	p := s.svc.protocol(name)
+	if p == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
 	}
 	if !s.allows(p) {
@@ -495,6 +496,7 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 			go run()
 		} else {
 			st.Reset()
+			return s.refused(p)
 		}
 		return nil
 	}
@@ -537,6 +539,21 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 		go run()
 	} else {
 		st.Reset()
+		return s.refused(p)
+	}
+	return nil
+}
+
+// refused is why OpenProtocol's stream of p was not registered: nil if one of p is open
+// (both sides opened it at once, and the other stream won), else why not.
+func (s *Session) refused(p *Protocol) error {
+	if !s.svc.registered(p) {
+		return fmt.Errorf("%w: %q removed", ErrUnknownProtocol, p.Name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || s.torn {
+		return ErrSessionClosed
 	}
 	return nil
 }
@@ -545,8 +562,8 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 // with the negotiated version, without running the local StreamHandler: the caller owns the
 // stream and must close it. The remote's StreamHandler serves the other end.
 func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string, error) {
-	p, ok := s.svc.protocols[name]
-	if !ok {
+	p := s.svc.protocol(name)
+	if p == nil {
 		return nil, "", fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
 	}
 	if p.StreamHandler == nil {
@@ -624,6 +641,9 @@ func (s *Session) allows(p *Protocol) bool { return s.secure || p.AllowLegacyTEA
 // refusedInsecure is what the acceptor answers when a legacy TEA peer asks for a protocol
 // that did not opt in: a typed refusal the peer can read.
 var refusedInsecure = &protocol.RefusedError{Code: protocol.CodeRefused, Reason: "not available on an insecure session"}
+
+// refusedRemoved is the answer for a protocol removed (RemoveProtocol) during its negotiation.
+var refusedRemoved = &protocol.RefusedError{Code: protocol.CodeUnknownProtocol, Reason: "protocol removed"}
 
 func (s *Session) protoEvent(t EventType, name, version string, err error) Event {
 	e := s.event(t, err)
@@ -734,7 +754,10 @@ func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 	// the answer is sent), so that once the opener's OpenProtocol returns, a Send on this
 	// end finds the protocol open.
 	info, _, err := protocol.AcceptCommit(ctx, st, s.svc.registry, func(info protocol.Info, version string) error {
-		p := s.svc.protocols[info.Name]
+		p := s.svc.protocol(info.Name)
+		if p == nil {
+			return refusedRemoved // removed since the registry found it
+		}
 		if !s.allows(p) {
 			return refusedInsecure
 		}
@@ -783,7 +806,7 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 	}
 	fromDialer := outbound == (s.dir == Outbound)
 	s.mu.Lock()
-	if s.torn || s.closing {
+	if s.torn || s.closing || !s.svc.registered(p) {
 		s.mu.Unlock()
 		return ps, nil
 	}
@@ -804,6 +827,7 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 	s.used = true
 	s.wg.Add(1)
 	s.mu.Unlock()
+	s.countStream(outbound)
 	if replaced != nil {
 		replaced.abort()
 	}
@@ -811,11 +835,20 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 	return ps, ps.readLoop
 }
 
+// countStream counts a protocol stream registered, by who opened it.
+func (s *Session) countStream(outbound bool) {
+	if outbound {
+		s.counts.streamsOpened.Add(1)
+	} else {
+		s.counts.streamsAccepted.Add(1)
+	}
+}
+
 // startRaw registers a raw-mode stream and returns what runs its StreamHandler and closes
 // the stream when the handler returns or the stream is asked to close.
 func (s *Session) startRaw(ps *protoStream) (run func()) {
 	s.mu.Lock()
-	if s.torn || s.closing {
+	if s.torn || s.closing || !s.svc.registered(ps.proto) {
 		s.mu.Unlock()
 		return nil
 	}
@@ -824,6 +857,7 @@ func (s *Session) startRaw(ps *protoStream) (run func()) {
 	s.wg.Add(1)
 	ps.wclosed = true
 	s.mu.Unlock()
+	s.countStream(ps.outbound)
 	close(ps.wdone)
 	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
 	// A handler stuck in I/O returns when the session goes: closing the mux fails every
@@ -1058,6 +1092,7 @@ func (ps *protoStream) writeLoop() {
 				s.mu.Unlock()
 				return
 			}
+			s.counts.msgsSent.Add(uint64(n))
 			s.mu.Lock()
 			ps.releaseLocked(frames[:n])
 			s.mu.Unlock()
@@ -1134,6 +1169,7 @@ func (ps *protoStream) readLoop() {
 				}
 				return
 			}
+			s.counts.msgsReceived.Add(1)
 			ps.call(func() { h.Received(ps.ctx, msg) })
 		}
 	})
@@ -1221,21 +1257,30 @@ func (ps *protoStream) finish(err error) {
 	s.svc.emit(s.protoEvent(EventProtocolClosed, ps.proto.Name, ps.version, err))
 }
 
-// readErrConn passes reads and writes to the secure connection and remembers the first
-// read error.
+// readErrConn passes reads and writes to the secure connection, remembers the first read
+// error and counts the bytes each way (Session.Stats).
 type readErrConn struct {
 	net.Conn
-	err    atomic.Pointer[error]
-	once   sync.Once
-	failed chan struct{} // closed when err is set
+	read    atomic.Uint64
+	written atomic.Uint64
+	err     atomic.Pointer[error]
+	once    sync.Once
+	failed  chan struct{} // closed when err is set
 }
 
 func newReadErrConn(c net.Conn) *readErrConn {
 	return &readErrConn{Conn: c, failed: make(chan struct{})}
 }
 
+func (c *readErrConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(uint64(n))
+	return n, err
+}
+
 func (c *readErrConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	c.read.Add(uint64(n))
 	if err != nil {
 		c.err.CompareAndSwap(nil, &err)
 		c.once.Do(func() { close(c.failed) })
