@@ -1079,6 +1079,8 @@ func (ps *protoStream) writeLoop() {
 				size += len(frames[n])
 				n++
 			}
+			// Counted before the write: the peer may answer before the write returns.
+			s.counts.msgsSent.Add(uint64(n))
 			err := writeFrames(ps.st, frames[:n])
 			if err != nil {
 				s.mu.Lock()
@@ -1092,7 +1094,6 @@ func (ps *protoStream) writeLoop() {
 				s.mu.Unlock()
 				return
 			}
-			s.counts.msgsSent.Add(uint64(n))
 			s.mu.Lock()
 			ps.releaseLocked(frames[:n])
 			s.mu.Unlock()

@@ -15,7 +15,7 @@ import (
 type SessionStats struct {
 	BytesSent        uint64 // mux bytes written to the secure connection
 	BytesReceived    uint64 // mux bytes read from the secure connection
-	MessagesSent     uint64 // messages written to their stream (queued ones not yet)
+	MessagesSent     uint64 // messages handed to their stream's writer (queued ones not yet)
 	MessagesReceived uint64 // messages handed to a Received handler
 	StreamsOpened    uint64 // protocol streams this node opened and negotiated
 	StreamsAccepted  uint64 // protocol streams the peer opened that this node accepted
