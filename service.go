@@ -602,7 +602,8 @@ func (s *Service) Session(id secio.PeerID) *Session {
 }
 
 // Disconnect closes the session with the peer, gracefully: queued messages are sent first,
-// within Config.ShutdownTimeout.
+// within Config.ShutdownTimeout. Like Session.Close, it may be called from a handler of that
+// session, and then does not wait for that handler.
 func (s *Service) Disconnect(id secio.PeerID) error {
 	sess := s.Session(id)
 	if sess == nil {
