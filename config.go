@@ -30,7 +30,8 @@ type Config struct {
 	// new peer ID each run (use secio.LoadOrCreateKeyFile to keep one).
 	PrivateKey *secio.PrivateKey
 
-	// Protocols are the protocols this node speaks. Names must be unique.
+	// Protocols are the protocols this node speaks. Names must be unique. More can be added
+	// and removed while the Service runs (Service.AddProtocol, Service.RemoveProtocol).
 	Protocols []Protocol
 
 	// Ciphers is the AEAD suites offered, in preference order. Nil: aead.Preferred(), which
@@ -157,16 +158,13 @@ func (c *Config) Validate() error {
 	seen := make(map[string]bool, len(c.Protocols))
 	for i := range c.Protocols {
 		p := &c.Protocols[i]
-		if err := p.info().Validate(); err != nil {
-			return configError("protocol %q: %w", p.Name, err)
+		if err := p.validate(); err != nil {
+			return configError("%w", err)
 		}
 		if seen[p.Name] {
-			return configError("protocol %q registered twice", p.Name)
+			return configError("%w %q: registered twice", ErrInvalidProtocol, p.Name)
 		}
 		seen[p.Name] = true
-		if (p.Handler == nil) == (p.StreamHandler == nil) {
-			return configError("protocol %q: set exactly one of Handler and StreamHandler", p.Name)
-		}
 	}
 	for _, s := range c.Ciphers {
 		if !s.Valid() {

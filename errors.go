@@ -49,11 +49,21 @@ var (
 	ErrProtocolNotOpen = errors.New("tendril: protocol not open on this session")
 	// ErrUnknownProtocol means the protocol name is not registered on this Service.
 	ErrUnknownProtocol = errors.New("tendril: protocol not registered")
+	// ErrInvalidProtocol means a Protocol given to New (in Config.Protocols, then also
+	// wrapped with ErrInvalidConfig) or to AddProtocol is invalid: a bad name or version,
+	// not exactly one handler, or a name registered twice.
+	ErrInvalidProtocol = errors.New("tendril: invalid protocol")
 	// ErrMessageTooLarge means a message exceeds Config.MaxMessageSize.
 	ErrMessageTooLarge = errors.New("tendril: message too large")
 	// ErrLegacyDisabled means a legacy TEA listen or dial was asked of a Service whose
 	// Config.LegacyTEA is nil.
 	ErrLegacyDisabled = errors.New("tendril: legacy TEA mode not enabled")
+	// ErrLegacyKeyMismatch is in the Err of a legacy TEA session that ended because the
+	// peer's frames did not decrypt to valid mux frames before any protocol opened: TEA
+	// cannot authenticate, so a wrong key shows only as garbage, most likely because the two
+	// sides' LegacyTEAConfig.Key differ. It comes with ErrSessionClosed and the mux's
+	// protocol error.
+	ErrLegacyKeyMismatch = errors.New("tendril: legacy TEA: the peer's frames did not decrypt to mux frames; wrong key?")
 	// ErrInvalidAddr means an address is not a supported multiaddr.
 	ErrInvalidAddr = errors.New("tendril: invalid address")
 	// ErrInvalidConfig is wrapped by every error of Config.Validate.

@@ -69,3 +69,45 @@ func ExampleParseAddr() {
 	// /ip4/192.0.2.7/tcp/4001 true
 	// true
 }
+
+// Counters of a session and of a Service: one message each way on one stream. Stats are
+// cheap to read; exporting them (to Prometheus, say) is the application's job: see
+// examples/prometheus.
+func ExampleService_Stats() {
+	ctx := context.Background()
+	got := make(chan []byte, 1)
+	echo := tendril.HandlerFuncs{OnReceived: func(c *tendril.Context, msg []byte) { c.Send(msg) }}
+	server, err := tendril.New(tendril.Config{Protocols: []tendril.Protocol{{Name: "/echo", Versions: []string{"1.0"}, Handler: echo}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer server.Close()
+	addr, err := server.Listen(ctx, tendril.MustParseAddr("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := tendril.New(tendril.Config{Protocols: []tendril.Protocol{{Name: "/echo", Versions: []string{"1.0"},
+		Handler: tendril.HandlerFuncs{OnReceived: func(c *tendril.Context, msg []byte) { got <- msg }}, OpenOnConnect: true}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	sess, err := client.Dial(ctx, addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := sess.Send("/echo", []byte("ping")); err != nil {
+		log.Fatal(err)
+	}
+	<-got
+
+	st := sess.Stats()
+	fmt.Printf("session: %d message(s) sent, %d received, %d stream(s) opened, %d open, bytes both ways: %v\n",
+		st.MessagesSent, st.MessagesReceived, st.StreamsOpened, st.StreamsOpen, st.BytesSent > 0 && st.BytesReceived > 0)
+	cs := client.Stats()
+	fmt.Printf("client: %d outbound session(s) open, %d in all, %d handshake(s) completed, %d failed\n",
+		cs.OutboundOpen, cs.OutboundTotal, cs.HandshakesCompleted, cs.HandshakesFailed.Total())
+	// Output:
+	// session: 1 message(s) sent, 1 received, 1 stream(s) opened, 1 open, bytes both ways: true
+	// client: 1 outbound session(s) open, 1 in all, 1 handshake(s) completed, 0 failed
+}

@@ -1,12 +1,19 @@
 package tendril
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tendril-p2p/tendril/mux"
+	"github.com/tendril-p2p/tendril/secio"
 )
 
 // TestDialReadyForSend: Dial returns once the OpenOnConnect protocols are open on both ends
@@ -84,5 +91,51 @@ func TestPeerCloseIsNotConnectionLost(t *testing.T) {
 			graceful && (!errors.Is(sess.Err(), io.EOF) || sess.Err().Error() != "tendril: session closed by the peer") {
 			t.Errorf("peer closed (reset %v): Err %v, event %v", reset, sess.Err(), e.Err)
 		}
+	}
+}
+
+// TestLegacyWrongKeyHint: a legacy TEA session whose peer uses another key ends with an
+// error that says so (ErrLegacyKeyMismatch), not only with the mux's "invalid version".
+func TestLegacyWrongKeyHint(t *testing.T) {
+	p := echoProto("/legacy", newInbox())
+	p.AllowLegacyTEA, p.OpenOnConnect = true, true
+	a := newService(t, Config{Protocols: []Protocol{p}, LegacyTEA: &LegacyTEAConfig{Key: bytes.Repeat([]byte{7}, 16)}})
+	b := newService(t, Config{Protocols: []Protocol{p}, LegacyTEA: &LegacyTEAConfig{Key: bytes.Repeat([]byte{8}, 16)}})
+	events := collectEvents(b)
+	addr, err := b.ListenLegacy(context.Background(), loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.DialLegacy(context.Background(), addr); err != nil {
+		t.Fatal(err)
+	}
+	e := events.waitFor(t, "the listener's session closed", func(e Event) bool { return e.Type == EventSessionClosed })
+	if !errors.Is(e.Err, ErrLegacyKeyMismatch) || !errors.Is(e.Err, ErrSessionClosed) || !errors.Is(e.Err, mux.ErrProtocol) ||
+		!strings.Contains(e.Err.Error(), "wrong key?") {
+		t.Errorf("legacy session with a wrong key ended with %v", e.Err)
+	}
+}
+
+// TestDialNotTendril: dialling something that is not a tendril peer (an HTTP server) fails
+// with an error that says so and still matches secio.ErrInvalidMessage.
+func TestDialNotTendril(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+		io.Copy(io.Discard, c)
+	}()
+	a := newService(t, Config{})
+	_, err = a.Dial(context.Background(), MustParseAddr(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ln.Addr().(*net.TCPAddr).Port)))
+	if !errors.Is(err, secio.ErrNotTendril) || !errors.Is(err, secio.ErrInvalidMessage) || !strings.Contains(err.Error(), "looks like an HTTP server") {
+		t.Fatalf("dial an HTTP server: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,14 +40,17 @@ func (d Direction) String() string {
 // registered protocols on them and reports what happens on Events. All methods are safe for
 // concurrent use. Close it to stop everything it started.
 type Service struct {
-	cfg       Config
-	key       *secio.PrivateKey
-	id        secio.PeerID
-	log       *slog.Logger
-	protocols map[string]*Protocol
-	registry  *protocol.Registry
-	secioCfg  secio.Config
-	memory    *mux.Budget // MaxMemory: every session's receive windows
+	cfg      Config
+	key      *secio.PrivateKey
+	id       secio.PeerID
+	log      *slog.Logger
+	registry *protocol.Registry // the protocols, for negotiation
+	secioCfg secio.Config
+	memory   *mux.Budget // MaxMemory: every session's receive windows
+
+	protoMu    sync.RWMutex         // guards protocols and protoOrder (protocols.go)
+	protocols  map[string]*Protocol // by name
+	protoOrder []*Protocol          // in registration order, for OpenOnConnect
 
 	// ctx is cancelled by Close; it aborts dials and handshakes in progress. Sessions have
 	// their own contexts, so that Shutdown can close them gracefully.
@@ -66,6 +70,13 @@ type Service struct {
 	sessions  map[uint64]*Session
 	byPeer    map[secio.PeerID]*Session
 	adm       admission // what admission counted (admission.go)
+
+	// For Stats (stats.go): the counters of the sessions that have closed, sessions
+	// established by Direction, and handshakes.
+	closedStats   SessionStats
+	sessionTotals [Outbound + 1]uint64
+	handshakes    handshakeCounters
+
 	nextID    uint64
 	keepAlive time.Duration // ping period for every session; <= 0: none
 	pinging   bool          // the keepalive timer is armed
@@ -108,11 +119,11 @@ func New(cfg Config) (*Service, error) {
 		done:      make(chan struct{}),
 	}
 	for i := range cfg.Protocols {
-		p := &cfg.Protocols[i]
-		if err := s.registry.Register(p.info()); err != nil {
-			return nil, configError("protocol %q: %w", p.Name, err)
+		p := cfg.Protocols[i]
+		p.Versions = slices.Clone(p.Versions)
+		if err := s.addProtocolLocked(&p); err != nil {
+			return nil, configError("%w", err)
 		}
-		s.protocols[p.Name] = p
 	}
 	// The Service pings all sessions from one timer: the mux's own keepalive would cost a
 	// goroutine per session, and idle sessions are what a node has most of.
@@ -402,6 +413,7 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect s
 		}
 	}
 	if err != nil {
+		s.handshakes.failed(err)
 		s.release(&ad)
 		abortConn(raw)
 		typ := EventHandshakeFailed
@@ -420,6 +432,7 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect s
 		}
 		return nil, err
 	}
+	s.handshakes.completed.Add(1)
 	var ms *mux.Session
 	rc := newReadErrConn(sc)
 	if dir == Outbound {
@@ -490,6 +503,7 @@ func (s *Service) register(sess *Session) (*Session, error) {
 	s.nextID++
 	sess.id = s.nextID
 	s.sessions[sess.id] = sess
+	s.sessionTotals[sess.dir]++
 	s.armIdleLocked(sess)
 	s.wg.Add(1)
 	if s.keepAlive > 0 && !s.pinging {
@@ -557,7 +571,10 @@ func (s *Service) keepAliveTick() {
 }
 
 func (s *Service) unregister(sess *Session) {
+	st := sess.Stats()
+	st.StreamsOpen = 0
 	s.mu.Lock()
+	s.closedStats.add(st)
 	s.releaseLocked(&sess.adm)
 	delete(s.sessions, sess.id)
 	if sess.secure && s.byPeer[sess.peer] == sess {
@@ -585,7 +602,8 @@ func (s *Service) Session(id secio.PeerID) *Session {
 }
 
 // Disconnect closes the session with the peer, gracefully: queued messages are sent first,
-// within Config.ShutdownTimeout.
+// within Config.ShutdownTimeout. Like Session.Close, it may be called from a handler of that
+// session, and then does not wait for that handler.
 func (s *Service) Disconnect(id secio.PeerID) error {
 	sess := s.Session(id)
 	if sess == nil {
@@ -619,7 +637,7 @@ func (s *Service) Send(id secio.PeerID, name string, msg []byte) error {
 // of those that did not (for example ErrSessionBlocked), joined. A name not registered on
 // this Service is an error wrapping ErrUnknownProtocol.
 func (s *Service) Broadcast(name string, msg []byte, filter func(*Session) bool) (int, error) {
-	if _, ok := s.protocols[name]; !ok {
+	if s.protocol(name) == nil {
 		// As Send says: a misspelt name is a mistake to report, not "nobody has it open".
 		return 0, fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,16 +51,19 @@ type Session struct {
 	pinging  bool                      // a keepalive ping is in flight
 	used     bool                      // a protocol stream was registered once (admission: not idle)
 	closeErr error
-	idle     chan struct{} // closed when closing and no streams remain
+	settled  chan struct{} // closed when closing and no stream is left to wait for (checkSettledLocked)
 	queued   int           // bytes queued for sending, all streams
 	waiters  int           // SendContext calls waiting for space
 	space    chan struct{} // closed (and replaced) when queue space is freed and someone waits
 
 	wg    sync.WaitGroup // stream goroutines
+	calls atomic.Int32   // message handler calls in progress (Connected, Received, Disconnected)
 	done  chan struct{}
 	ready chan struct{} // closed when the OpenOnConnect protocols are open (or failed): start
 
 	adm admitted // what admission counted for the session (admission.go)
+
+	counts sessionCounters // for Stats (stats.go); bytes are counted by rconn
 }
 
 func newSession(s *Service, sc *secio.Conn, ms *mux.Session, dir Direction, local, remote Addr) *Session {
@@ -78,7 +82,7 @@ func newSession(s *Service, sc *secio.Conn, ms *mux.Session, dir Direction, loca
 		streams: make(map[string]*protoStream),
 		raw:     make(map[*protoStream]struct{}),
 		opening: make(map[string]chan struct{}),
-		idle:    make(chan struct{}),
+		settled: make(chan struct{}),
 		space:   make(chan struct{}),
 		done:    make(chan struct{}),
 		ready:   make(chan struct{}),
@@ -114,9 +118,8 @@ func (s *Session) start() {
 		go func() { opening.Wait(); close(s.ready) }()
 	}()
 	if s.dir == Outbound {
-		for i := range svc.cfg.Protocols {
-			p := &svc.cfg.Protocols[i]
-			if !p.OpenOnConnect || !s.allows(p) {
+		for _, p := range svc.openOnConnect() {
+			if !s.allows(p) {
 				continue
 			}
 			s.mu.Lock()
@@ -225,9 +228,16 @@ func (s *Session) teardown() {
 	s.cancel()
 	s.mux.Close()
 	// Every handler's Context ends with its session, whatever ended it: a handler waiting on
-	// ctx.Done() (as a raw StreamHandler does) returns now.
+	// ctx.Done() (as a raw StreamHandler does) returns now. A message stream is not reset:
+	// the mux keeps what it received readable after it closed, so the handler still gets
+	// the messages the peer sent before it closed the session (a peer that closes from its
+	// own handler does not wait for this side to read them first), then the stream ends.
 	for _, ps := range streams {
-		ps.abort()
+		if ps.proto.StreamHandler != nil {
+			ps.abort()
+		} else {
+			ps.stop()
+		}
 	}
 	s.waitHandlers()
 	s.svc.unregister(s)
@@ -242,12 +252,16 @@ func (s *Session) teardown() {
 	close(s.done)
 }
 
-// shutdown closes every stream gracefully, waits for them until ctx is done, then closes.
+// shutdown closes every stream gracefully, waits for them until ctx is done, then closes
+// the connection. It returns once the session has ended and its handlers have returned,
+// except when a message handler is in the middle of a call then: that handler may be the
+// one calling (Session.Close from OnReceived, say), and it can only return once this does,
+// so shutdown returns when the connection is closed and Done waits for the handler.
 func (s *Session) shutdown(ctx context.Context) {
 	s.mu.Lock()
 	if !s.closing {
 		s.closing = true
-		s.checkIdleLocked()
+		s.checkSettledLocked()
 	}
 	streams := s.streamsLocked()
 	s.mu.Unlock()
@@ -255,7 +269,7 @@ func (s *Session) shutdown(ctx context.Context) {
 		ps.closeLocal()
 	}
 	select {
-	case <-s.idle:
+	case <-s.settled:
 		if !s.svc.cfg.ResetOnClose {
 			// Every stream ended in order: close the secio connection itself, which sends its
 			// close record, so that the peer reads a clean end rather than a truncation
@@ -267,6 +281,10 @@ func (s *Session) shutdown(ctx context.Context) {
 	case <-s.done:
 	}
 	s.end()
+	if s.calls.Load() > 0 {
+		<-s.mux.CloseChan()
+		return
+	}
 	<-s.done
 }
 
@@ -302,13 +320,24 @@ func (s *Session) waitHandlers() {
 	}
 }
 
-func (s *Session) checkIdleLocked() {
-	if s.closing && len(s.streams) == 0 && len(s.opening) == 0 && len(s.raw) == 0 {
-		select {
-		case <-s.idle:
-		default:
-			close(s.idle)
+// checkSettledLocked closes settled once a graceful close has nothing left to wait for: no
+// protocol is opening, no raw stream is left, and every message stream has ended, or has
+// sent all it had queued and its end-of-stream while its handler is in the middle of a call
+// (it may be the handler that is closing the session: it cannot read the peer's answer
+// before it returns). s.mu is held; it runs whenever one of these changes.
+func (s *Session) checkSettledLocked() {
+	if !s.closing || len(s.opening) > 0 || len(s.raw) > 0 {
+		return
+	}
+	for _, ps := range s.streams {
+		if !ps.wclosed || !ps.inCall.Load() {
+			return
 		}
+	}
+	select {
+	case <-s.settled:
+	default:
+		close(s.settled)
 	}
 }
 
@@ -387,7 +416,13 @@ func (s *Session) Protocols() []ProtocolInfo {
 }
 
 // Close closes the session gracefully: queued messages are sent and every stream is closed,
-// within Config.ShutdownTimeout; then the connection is closed. It waits for the handlers.
+// within Config.ShutdownTimeout; then the connection is closed. It waits for the handlers,
+// unless a message handler is in the middle of a call (Connected, Received, Disconnected)
+// by then: Close may be called from that very handler, to drop a misbehaving peer, so it
+// does not wait for its stream's end-of-stream answer, and returns once the connection is
+// closed; Done waits for every handler. What that handler queued before calling Close is
+// still sent. A raw StreamHandler that closes its own session should return instead of
+// waiting: Close waits for its stream to end, up to ShutdownTimeout.
 func (s *Session) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.svc.cfg.ShutdownTimeout)
 	defer cancel()
@@ -415,7 +450,7 @@ func (s *Session) SendContext(ctx context.Context, name string, msg []byte) erro
 }
 
 func (s *Session) notOpen(name string) error {
-	if _, ok := s.svc.protocols[name]; !ok {
+	if s.svc.protocol(name) == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
 	}
 	select {
@@ -446,8 +481,8 @@ func (s *Session) stream(name string) *protoStream {
 // Negotiation failures are returned (they wrap protocol.ErrUnknownProtocol,
 // protocol.ErrNoCommonVersion, ...) and reported as events.
 func (s *Session) OpenProtocol(ctx context.Context, name string) error {
-	p, ok := s.svc.protocols[name]
-	if !ok {
+	p := s.svc.protocol(name)
+	if p == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
 	}
 	if !s.allows(p) {
@@ -462,6 +497,7 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 			go run()
 		} else {
 			st.Reset()
+			return s.refused(p)
 		}
 		return nil
 	}
@@ -492,7 +528,7 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 	defer func() {
 		s.mu.Lock()
 		delete(s.opening, name)
-		s.checkIdleLocked()
+		s.checkSettledLocked()
 		s.mu.Unlock()
 		close(ch)
 	}()
@@ -504,6 +540,21 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 		go run()
 	} else {
 		st.Reset()
+		return s.refused(p)
+	}
+	return nil
+}
+
+// refused is why OpenProtocol's stream of p was not registered: nil if one of p is open
+// (both sides opened it at once, and the other stream won), else why not.
+func (s *Session) refused(p *Protocol) error {
+	if !s.svc.registered(p) {
+		return fmt.Errorf("%w: %q removed", ErrUnknownProtocol, p.Name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || s.torn {
+		return ErrSessionClosed
 	}
 	return nil
 }
@@ -512,8 +563,8 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 // with the negotiated version, without running the local StreamHandler: the caller owns the
 // stream and must close it. The remote's StreamHandler serves the other end.
 func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string, error) {
-	p, ok := s.svc.protocols[name]
-	if !ok {
+	p := s.svc.protocol(name)
+	if p == nil {
 		return nil, "", fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
 	}
 	if p.StreamHandler == nil {
@@ -592,6 +643,9 @@ func (s *Session) allows(p *Protocol) bool { return s.secure || p.AllowLegacyTEA
 // that did not opt in: a typed refusal the peer can read.
 var refusedInsecure = &protocol.RefusedError{Code: protocol.CodeRefused, Reason: "not available on an insecure session"}
 
+// refusedRemoved is the answer for a protocol removed (RemoveProtocol) during its negotiation.
+var refusedRemoved = &protocol.RefusedError{Code: protocol.CodeUnknownProtocol, Reason: "protocol removed"}
+
 func (s *Session) protoEvent(t EventType, name, version string, err error) Event {
 	e := s.event(t, err)
 	e.Protocol, e.Version = name, version
@@ -637,6 +691,26 @@ func (e *peerClosed) Error() string { return ErrPeerClosed.Error() }
 
 func (e *peerClosed) Unwrap() []error { return []error{ErrPeerClosed, e.cause} }
 
+// legacyKeyMismatch is why a legacy TEA session ended when the peer's frames did not
+// decrypt to yamux frames before any protocol opened: most likely the two sides do not
+// share the key. It wraps ErrSessionClosed, ErrLegacyKeyMismatch and the mux's error.
+type legacyKeyMismatch struct{ cause error }
+
+func (e *legacyKeyMismatch) Error() string {
+	return ErrSessionClosed.Error() + ": " + strings.TrimPrefix(ErrLegacyKeyMismatch.Error(), "tendril: ") + ": " + e.cause.Error()
+}
+
+func (e *legacyKeyMismatch) Unwrap() []error {
+	return []error{ErrSessionClosed, ErrLegacyKeyMismatch, e.cause}
+}
+
+// usedOnce reports whether a protocol stream was ever registered on the session.
+func (s *Session) usedOnce() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
 // muxClosed runs once the mux has closed, for whatever reason, and tears the session down;
 // the Service's WaitGroup counts the session until then.
 func (s *Session) muxClosed(err error) {
@@ -648,11 +722,16 @@ func (s *Session) muxClosed(err error) {
 		if cause := s.rconn.cause(time.Second); cause != nil && !errors.Is(cause, net.ErrClosed) && !errors.Is(err, cause) {
 			err = cause
 		}
-		if s.secure && errors.Is(err, io.EOF) {
+		switch {
+		case s.secure && errors.Is(err, io.EOF):
 			// secio returns io.EOF only after the peer's authenticated close record (an
 			// unannounced end is ErrTruncated): the peer left on purpose.
 			s.setErr(&peerClosed{err})
-		} else {
+		case !s.secure && errors.Is(err, mux.ErrProtocol) && !s.usedOnce():
+			// TEA has no integrity check: with the wrong key a frame decrypts to garbage,
+			// which the mux reports as a protocol error before any protocol could open.
+			s.setErr(&legacyKeyMismatch{err})
+		default:
 			s.setErr(&connectionLost{err})
 		}
 	}
@@ -676,7 +755,10 @@ func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 	// the answer is sent), so that once the opener's OpenProtocol returns, a Send on this
 	// end finds the protocol open.
 	info, _, err := protocol.AcceptCommit(ctx, st, s.svc.registry, func(info protocol.Info, version string) error {
-		p := s.svc.protocols[info.Name]
+		p := s.svc.protocol(info.Name)
+		if p == nil {
+			return refusedRemoved // removed since the registry found it
+		}
 		if !s.allows(p) {
 			return refusedInsecure
 		}
@@ -725,7 +807,7 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 	}
 	fromDialer := outbound == (s.dir == Outbound)
 	s.mu.Lock()
-	if s.torn || s.closing {
+	if s.torn || s.closing || !s.svc.registered(p) {
 		s.mu.Unlock()
 		return ps, nil
 	}
@@ -746,6 +828,7 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 	s.used = true
 	s.wg.Add(1)
 	s.mu.Unlock()
+	s.countStream(outbound)
 	if replaced != nil {
 		replaced.abort()
 	}
@@ -753,11 +836,20 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 	return ps, ps.readLoop
 }
 
+// countStream counts a protocol stream registered, by who opened it.
+func (s *Session) countStream(outbound bool) {
+	if outbound {
+		s.counts.streamsOpened.Add(1)
+	} else {
+		s.counts.streamsAccepted.Add(1)
+	}
+}
+
 // startRaw registers a raw-mode stream and returns what runs its StreamHandler and closes
 // the stream when the handler returns or the stream is asked to close.
 func (s *Session) startRaw(ps *protoStream) (run func()) {
 	s.mu.Lock()
-	if s.torn || s.closing {
+	if s.torn || s.closing || !s.svc.registered(ps.proto) {
 		s.mu.Unlock()
 		return nil
 	}
@@ -766,6 +858,7 @@ func (s *Session) startRaw(ps *protoStream) (run func()) {
 	s.wg.Add(1)
 	ps.wclosed = true
 	s.mu.Unlock()
+	s.countStream(ps.outbound)
 	close(ps.wdone)
 	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
 	// A handler stuck in I/O returns when the session goes: closing the mux fails every
@@ -820,6 +913,7 @@ type protoStream struct {
 	outbound bool
 	ctx      *Context
 
+	inCall      atomic.Bool   // message mode: the handler is in a Connected, Received or Disconnected call
 	closing     chan struct{} // closed when no more sends are taken (local close, remote EOF, abort)
 	connected   chan struct{} // message mode: closed when the handler's Connected has returned
 	closingOnce sync.Once
@@ -927,8 +1021,7 @@ func (ps *protoStream) ensureWriterLocked() {
 	if s.torn {
 		// The session is being torn down and waits for its goroutines: start none.
 		ps.dropQueueLocked()
-		ps.wclosed = true
-		close(ps.wdone)
+		ps.closeWdoneLocked()
 		return
 	}
 	if ps.held {
@@ -961,10 +1054,15 @@ func (ps *protoStream) writeLoop() {
 			s.mu.Unlock()
 			return
 		case len(ps.queue) == 0 && ps.noMore:
+			// The end-of-stream is queued before writing is reported over (wdone), so that a
+			// close that waits for this goes out after it: the peer reads to EOF, then
+			// closes its side.
+			s.mu.Unlock()
+			ps.st.CloseWrite()
+			s.mu.Lock()
 			ps.writing = false
 			ps.closeWdoneLocked()
 			s.mu.Unlock()
-			ps.st.CloseWrite() // the peer reads to EOF, then closes its side
 			return
 		case len(ps.queue) == 0:
 			ps.writing = false // idle: the next send starts a writer again
@@ -982,6 +1080,8 @@ func (ps *protoStream) writeLoop() {
 				size += len(frames[n])
 				n++
 			}
+			// Counted before the write: the peer may answer before the write returns.
+			s.counts.msgsSent.Add(uint64(n))
 			err := writeFrames(ps.st, frames[:n])
 			if err != nil {
 				s.mu.Lock()
@@ -1030,6 +1130,7 @@ func (ps *protoStream) closeWdoneLocked() {
 	if !ps.wclosed {
 		ps.wclosed = true
 		close(ps.wdone)
+		ps.sess.checkSettledLocked()
 	}
 }
 
@@ -1059,7 +1160,7 @@ func (ps *protoStream) readLoop() {
 	err := callHandler(ps.proto.Name, func() {
 		func() {
 			defer close(ps.connected) // also if Connected panics
-			h.Connected(ps.ctx, ps.version)
+			ps.call(func() { h.Connected(ps.ctx, ps.version) })
 		}()
 		r := protocol.NewReader(ps.st, s.svc.cfg.MaxMessageSize)
 		for {
@@ -1070,7 +1171,8 @@ func (ps *protoStream) readLoop() {
 				}
 				return
 			}
-			h.Received(ps.ctx, msg)
+			s.counts.msgsReceived.Add(1)
+			ps.call(func() { h.Received(ps.ctx, msg) })
 		}
 	})
 	if err == nil {
@@ -1083,9 +1185,22 @@ func (ps *protoStream) readLoop() {
 	}
 	<-ps.wdone
 	ps.finish(err)
-	if perr := callHandler(ps.proto.Name, func() { h.Disconnected(ps.ctx) }); perr != nil {
+	if perr := callHandler(ps.proto.Name, func() { ps.call(func() { h.Disconnected(ps.ctx) }) }); perr != nil {
 		s.svc.log.Error("handler panicked", "protocol", ps.proto.Name, "err", perr)
 	}
+}
+
+// call runs one call of the message handler, marked as in progress for shutdown (which
+// does not wait for a handler in the middle of a call: it may be the caller).
+func (ps *protoStream) call(fn func()) {
+	s := ps.sess
+	ps.inCall.Store(true)
+	s.calls.Add(1)
+	defer func() {
+		ps.inCall.Store(false)
+		s.calls.Add(-1)
+	}()
+	fn()
 }
 
 // closeLocal stops taking messages; the writer sends what is queued and half-closes.
@@ -1114,6 +1229,14 @@ func (ps *protoStream) fail(err error) {
 
 // abort closes the stream without flushing.
 func (ps *protoStream) abort() {
+	ps.stop()
+	ps.st.Reset() // also unblocks a writer stuck on flow control
+}
+
+// stop ends the stream's writing without flushing and ends its Context, but leaves what
+// was received readable: for a session whose mux has closed (which fails writes and, once
+// the received data is read, reads).
+func (ps *protoStream) stop() {
 	s := ps.sess
 	s.mu.Lock()
 	ps.aborted = true
@@ -1121,7 +1244,6 @@ func (ps *protoStream) abort() {
 	ps.ensureWriterLocked()
 	s.mu.Unlock()
 	ps.closingOnce.Do(func() { close(ps.closing) })
-	ps.st.Reset() // also unblocks a writer stuck on flow control
 }
 
 // finish unregisters the stream and reports it closed.
@@ -1132,26 +1254,35 @@ func (ps *protoStream) finish(err error) {
 		delete(s.streams, ps.proto.Name)
 	}
 	delete(s.raw, ps)
-	s.checkIdleLocked()
+	s.checkSettledLocked()
 	s.mu.Unlock()
 	s.svc.emit(s.protoEvent(EventProtocolClosed, ps.proto.Name, ps.version, err))
 }
 
-// readErrConn passes reads and writes to the secure connection and remembers the first
-// read error.
+// readErrConn passes reads and writes to the secure connection, remembers the first read
+// error and counts the bytes each way (Session.Stats).
 type readErrConn struct {
 	net.Conn
-	err    atomic.Pointer[error]
-	once   sync.Once
-	failed chan struct{} // closed when err is set
+	read    atomic.Uint64
+	written atomic.Uint64
+	err     atomic.Pointer[error]
+	once    sync.Once
+	failed  chan struct{} // closed when err is set
 }
 
 func newReadErrConn(c net.Conn) *readErrConn {
 	return &readErrConn{Conn: c, failed: make(chan struct{})}
 }
 
+func (c *readErrConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(uint64(n))
+	return n, err
+}
+
 func (c *readErrConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	c.read.Add(uint64(n))
 	// A deadline is how the mux wakes a Read that reads its frames itself: not a failure.
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		c.err.CompareAndSwap(nil, &err)

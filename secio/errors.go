@@ -1,6 +1,7 @@
 package secio
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +63,12 @@ var (
 	// ErrInvalidMessage reports a malformed or oversized handshake message.
 	ErrInvalidMessage = errors.New("secio: invalid handshake message")
 
+	// ErrNotTendril reports that the peer's first bytes are not a tendril
+	// handshake message: something else answered (an HTTP server, say) or
+	// dialled. The error returned is a *NotTendrilError, which also matches
+	// ErrInvalidMessage.
+	ErrNotTendril = errors.New("secio: not a tendril peer")
+
 	// ErrTruncated reports a secure connection that ended at a frame
 	// boundary without the peer's close record: it may have been cut by
 	// an attacker, so the data may be incomplete. It wraps
@@ -108,6 +115,44 @@ func (e *NoCommonSuiteError) Error() string {
 
 // Unwrap returns ErrNoCommonSuite.
 func (e *NoCommonSuiteError) Unwrap() error { return ErrNoCommonSuite }
+
+// NotTendrilError reports that the first bytes the peer sent cannot start a
+// tendril handshake message: read as its 4-byte length prefix, they give 0
+// or more than the message may hold. It names what they look like when it
+// can tell (HTTP, TLS, SSH). It matches ErrNotTendril and ErrInvalidMessage.
+type NotTendrilError struct {
+	// Prefix is the first 4 bytes received.
+	Prefix [4]byte
+	// Limit is the largest message body the handshake expected there.
+	Limit int
+}
+
+// Error implements error.
+func (e *NotTendrilError) Error() string {
+	if what := lookalike(e.Prefix); what != "" {
+		return fmt.Sprintf("%v: it sent %q, which looks like %s", ErrNotTendril, e.Prefix[:], what)
+	}
+	return fmt.Sprintf("%v: unexpected bytes % x (as a length prefix %d, want 1 to %d)",
+		ErrNotTendril, e.Prefix[:], binary.BigEndian.Uint32(e.Prefix[:]), e.Limit)
+}
+
+// Unwrap returns ErrNotTendril and ErrInvalidMessage.
+func (e *NotTendrilError) Unwrap() []error { return []error{ErrNotTendril, ErrInvalidMessage} }
+
+// lookalike names the protocol whose first bytes p resembles, or "".
+func lookalike(p [4]byte) string {
+	switch s := string(p[:]); {
+	case s == "HTTP":
+		return "an HTTP server's response"
+	case s == "GET " || s == "POST" || s == "PUT " || s == "HEAD" || s == "PRI " || s == "DELE" || s == "OPTI" || s == "CONN" || s == "PATC":
+		return "an HTTP request"
+	case s == "SSH-":
+		return "SSH"
+	case (p[0] == 0x15 || p[0] == 0x16) && p[1] == 0x03:
+		return "TLS"
+	}
+	return ""
+}
 
 // HandshakeError reports a handshake failure and the step at which it
 // happened ("read client hello", "read listener auth", ...). It unwraps to the

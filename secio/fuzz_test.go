@@ -250,7 +250,7 @@ func dialerWith(conn net.Conn, cfg *Config, pt []byte) error {
 	if err := hs.sendClientHello(kex); err != nil {
 		return err
 	}
-	if _, err := hs.readServerHello(); err != nil {
+	if _, err := hs.readServerHello(true); err != nil {
 		return err
 	}
 	if err := hs.processServerHello(kex); err != nil {

@@ -203,7 +203,7 @@ func (hs *handshakeState) runDialer() error {
 		if err := hs.sendClientHello(kex); err != nil {
 			return err
 		}
-		retry, err := hs.readServerHello()
+		retry, err := hs.readServerHello(!retried)
 		if err != nil {
 			return err
 		}
@@ -253,14 +253,21 @@ func (hs *handshakeState) sendClientHello(kex KeyExchange) error {
 // bytes, adds it to the transcript and returns its body, which aliases the
 // read buffer until done is called with total. The length is checked
 // before anything is allocated, and the body is read no further than its
-// end, so that a message costs at most a buffer of its own size.
-func (hs *handshakeState) readMessage(limit int) (body []byte, total int, err error) {
+// end, so that a message costs at most a buffer of its own size. first says
+// that these are the first bytes from the peer: a length out of range there
+// means the peer does not speak tendril at all (*NotTendrilError).
+func (hs *handshakeState) readMessage(limit int, first bool) (body []byte, total int, err error) {
 	in := &hs.c.in
 	if err := in.fill(hs.c.conn, frameHeaderSize, false); err != nil {
 		return nil, 0, eofUnexpected(err)
 	}
 	n := binary.BigEndian.Uint32(in.buf[in.r:])
 	if n == 0 || n > uint32(limit) {
+		if first {
+			e := &NotTendrilError{Limit: limit}
+			copy(e.Prefix[:], in.buf[in.r:])
+			return nil, 0, e
+		}
 		return nil, 0, fmt.Errorf("%w: length prefix %d, want 1 to %d", ErrInvalidMessage, n, limit)
 	}
 	total = frameHeaderSize + int(n)
@@ -289,11 +296,11 @@ func eofUnexpected(err error) error {
 
 // readServerHello reads the listener's answer: a ServerHello (left parsed
 // in hs.sh with its message still buffered) or a HelloRetryRequest, whose
-// key exchange it returns.
-func (hs *handshakeState) readServerHello() (KeyExchange, error) {
+// key exchange it returns. first: no answer came before (no retry).
+func (hs *handshakeState) readServerHello(first bool) (KeyExchange, error) {
 	const step = "read server hello"
 	hs.step = step
-	body, total, err := hs.readMessage(maxServerHello)
+	body, total, err := hs.readMessage(maxServerHello, first)
 	if err != nil {
 		return 0, hs.fail(step, err)
 	}
@@ -551,7 +558,7 @@ func (hs *handshakeState) readClientHello(end time.Time) error {
 			hs.deadline = d
 		}
 	}
-	body, total, err := hs.readMessage(maxClientHello)
+	body, total, err := hs.readMessage(maxClientHello, true)
 	if err != nil {
 		return hs.fail(step, err)
 	}
@@ -581,7 +588,7 @@ func (hs *handshakeState) readClientHello(end time.Time) error {
 		if err := hs.retry(kex); err != nil {
 			return err
 		}
-		if body, total, err = hs.readMessage(maxClientHello); err != nil {
+		if body, total, err = hs.readMessage(maxClientHello, false); err != nil {
 			return hs.fail(step, err)
 		}
 		if err := parseClientHello(ch, body); err != nil {
