@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
@@ -113,7 +114,11 @@ type inHalf struct {
 	plain  []byte  // authenticated plaintext not yet returned by Read
 	eof    bool    // the connection returned io.EOF
 	err    error   // sticky
-	small  [smallRead]byte
+	// reset is set when a read failed with a connection reset: the peer
+	// is gone, so Close sends no close record (the write could only fail,
+	// with EPIPE and a SIGPIPE to the process).
+	reset atomic.Bool
+	small [smallRead]byte
 }
 
 // outHalf is the write direction. It keeps no buffer between frames.
@@ -309,6 +314,9 @@ func (in *inHalf) setErr(err error) error {
 		return err
 	}
 	in.err = err
+	if errors.Is(err, syscall.ECONNRESET) {
+		in.reset.Store(true)
+	}
 	in.drop()
 	return err
 }
@@ -634,7 +642,8 @@ func (c *Conn) close(notify bool) error {
 var closeNotifyTimeout = time.Second
 
 // sendClose writes a close record unless a Write holds the write side, a
-// write has failed, or frames are still queued after drain.
+// write has failed, a read has seen the peer reset the connection, or
+// frames are still queued after drain.
 func (c *Conn) sendClose() {
 	out := &c.out
 	limit := time.Now().Add(closeNotifyTimeout)
@@ -652,7 +661,7 @@ func (c *Conn) sendClose() {
 		time.Sleep(50 * time.Microsecond)
 	}
 	defer out.mu.Unlock()
-	if out.err != nil {
+	if out.err != nil || c.in.reset.Load() {
 		return
 	}
 	if wb := out.wb.Load(); wb != nil {
