@@ -220,15 +220,7 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 			if !exact {
 				size = max(n, greedyBuffer)
 			}
-			pooled := getBuffer(size)
-			nb := *pooled
-			in.w = copy(nb, in.buf[in.r:in.w])
-			in.r = 0
-			if in.pooled != nil {
-				putBuffer(in.pooled)
-			}
-			in.pooled = pooled
-			in.buf = nb
+			in.borrow(size)
 		}
 	}
 	for empty := 0; in.w-in.r < n; {
@@ -265,6 +257,20 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 		}
 	}
 	return nil
+}
+
+// borrow moves the unread bytes into a pooled buffer of at least size
+// bytes (giving back a pooled one in use), so that the next reads go into it.
+func (in *inHalf) borrow(size int) {
+	pooled := getBuffer(size)
+	nb := *pooled
+	in.w = copy(nb, in.buf[in.r:in.w])
+	in.r = 0
+	if in.pooled != nil {
+		putBuffer(in.pooled)
+	}
+	in.pooled = pooled
+	in.buf = nb
 }
 
 // settle gives a pooled read buffer back once no plaintext is pending in
