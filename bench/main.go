@@ -293,11 +293,14 @@ func runConns(ctx context.Context, srv server, o options, res *results, name str
 		if m == metricConn2 {
 			dialers = 2
 		}
-		cps, err := connRate(ctx, srv, dialers, o.Duration)
+		cps, cpu, err := connRate(ctx, srv, dialers, o.Duration)
 		if err != nil {
 			return fmt.Errorf("connections, %d dialers: %w", dialers, err)
 		}
 		res.add(m.ID, name, cps)
+		if m == metricConn2 {
+			res.add(metricConnCPU.ID, name, float64(cpu)/float64(time.Microsecond))
+		}
 	}
 	return nil
 }
