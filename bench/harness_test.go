@@ -41,7 +41,7 @@ func TestHarness(t *testing.T) {
 			t.Errorf("%s %s: values %v, median %v, range %v-%v", r.Group, r.Name, r.Values, r.Median, r.Min, r.Max)
 		}
 		switch r.Group {
-		case metricBulk1.ID, metricBulk8.ID, metricRTT.ID, metricConn1.ID, metricConn2.ID, metricCPU.ID:
+		case metricBulk1.ID, metricBulk8.ID, metricRTT.ID, metricConn1.ID, metricConn2.ID, metricConnCPU.ID, metricCPU.ID:
 			if r.Min <= 0 || r.Advantage <= 0 {
 				t.Errorf("%s %s: %v, ratio %v", r.Group, r.Name, r.Values, r.Advantage)
 			}

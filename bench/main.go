@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -57,6 +58,7 @@ func main() {
 	flag.StringVar(&o.WAN.JSONFile, "wan-json", "results-wan.json", "WAN: write the results as JSON to this file (\"\": none)")
 	flag.StringVar(&o.WAN.SVGFile, "wan-svg", "wan.svg", "WAN: draw the chart to this file (\"\": none)")
 	flag.StringVar(&o.WAN.MDFile, "wan-md", "wan.md", "WAN: write the markdown tables to this file (\"\": none)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (both ends of every connection run in this process)")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -88,7 +90,21 @@ func main() {
 		}
 		o.WAN.RTTs = append(o.WAN.RTTs, d)
 	}
-	if err := run(context.Background(), o, os.Stdout, os.Stderr); err != nil {
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(1)
+		}
+	}
+	err := run(context.Background(), o, os.Stdout, os.Stderr)
+	if *cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -277,11 +293,14 @@ func runConns(ctx context.Context, srv server, o options, res *results, name str
 		if m == metricConn2 {
 			dialers = 2
 		}
-		cps, err := connRate(ctx, srv, dialers, o.Duration)
+		cps, cpu, err := connRate(ctx, srv, dialers, o.Duration)
 		if err != nil {
 			return fmt.Errorf("connections, %d dialers: %w", dialers, err)
 		}
 		res.add(m.ID, name, cps)
+		if m == metricConn2 {
+			res.add(metricConnCPU.ID, name, float64(cpu)/float64(time.Microsecond))
+		}
 	}
 	return nil
 }

@@ -191,14 +191,15 @@ func connect(ctx context.Context, srv server) error {
 }
 
 // connRate measures complete connections per second with the given number
-// of concurrent dialers.
-func connRate(ctx context.Context, srv server, dialers int, d time.Duration) (float64, error) {
+// of concurrent dialers, and the process CPU time (user + system, both ends)
+// per connection, which a busy machine disturbs far less than the rate.
+func connRate(ctx context.Context, srv server, dialers int, d time.Duration) (rate float64, cpuPerConn time.Duration, err error) {
 	var (
 		wg    sync.WaitGroup
 		total atomic.Int64
 		errs  = make([]error, dialers)
 	)
-	t0 := time.Now()
+	cpu0, t0 := cpuTime(), time.Now()
 	deadline := t0.Add(d)
 	for i := range dialers {
 		wg.Go(func() {
@@ -213,9 +214,10 @@ func connRate(ctx context.Context, srv server, dialers int, d time.Duration) (fl
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(total.Load()) / time.Since(t0).Seconds(), nil
+	n := total.Load()
+	return float64(n) / time.Since(t0).Seconds(), (cpuTime() - cpu0) / time.Duration(max(n, 1)), nil
 }
 
 // memory is a settled snapshot of the heap and the goroutine stacks.

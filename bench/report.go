@@ -29,6 +29,7 @@ var (
 	metricRTT            = metric{"rtt", "64 B round trips", "k/s", true, "%.1f"}
 	metricConn1          = metric{"conn1", "conns, 1 dialer", "/s", true, "%.0f"}
 	metricConn2          = metric{"conn2", "conns, 2 dialers", "/s", true, "%.0f"}
+	metricConnCPU        = metric{"conncpu", "CPU per conn, 2 dialers", "µs", false, "%.0f"}
 	metricIdleConn       = metric{"idleconn", "idle conn", "KB", false, "%.1f"}
 	metricIdleHeap       = metric{"idleheap", "idle conn heap", "KB", false, "%.1f"}
 	metricIdleStack      = metric{"idlestack", "idle conn stacks", "KB", false, "%.1f"}
@@ -39,7 +40,7 @@ var (
 
 // metrics are the table's columns, in order.
 var metrics = []metric{
-	metricBulk1, metricBulk8, metricCPU, metricRTT, metricConn1, metricConn2,
+	metricBulk1, metricBulk8, metricCPU, metricRTT, metricConn1, metricConn2, metricConnCPU,
 	metricIdleConn, metricIdleHeap, metricIdleStack, metricIdleGoroutines, metricIdleStream, metricStreamRoutines,
 }
 

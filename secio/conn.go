@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
@@ -113,7 +114,11 @@ type inHalf struct {
 	plain  []byte  // authenticated plaintext not yet returned by Read
 	eof    bool    // the connection returned io.EOF
 	err    error   // sticky
-	small  [smallRead]byte
+	// reset is set when a read failed with a connection reset: the peer
+	// is gone, so Close sends no close record (the write could only fail,
+	// with EPIPE and a SIGPIPE to the process).
+	reset atomic.Bool
+	small [smallRead]byte
 }
 
 // outHalf is the write direction. It keeps no buffer between frames.
@@ -215,15 +220,7 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 			if !exact {
 				size = max(n, greedyBuffer)
 			}
-			pooled := getBuffer(size)
-			nb := *pooled
-			in.w = copy(nb, in.buf[in.r:in.w])
-			in.r = 0
-			if in.pooled != nil {
-				putBuffer(in.pooled)
-			}
-			in.pooled = pooled
-			in.buf = nb
+			in.borrow(size)
 		}
 	}
 	for empty := 0; in.w-in.r < n; {
@@ -260,6 +257,20 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 		}
 	}
 	return nil
+}
+
+// borrow moves the unread bytes into a pooled buffer of at least size
+// bytes (giving back a pooled one in use), so that the next reads go into it.
+func (in *inHalf) borrow(size int) {
+	pooled := getBuffer(size)
+	nb := *pooled
+	in.w = copy(nb, in.buf[in.r:in.w])
+	in.r = 0
+	if in.pooled != nil {
+		putBuffer(in.pooled)
+	}
+	in.pooled = pooled
+	in.buf = nb
 }
 
 // settle gives a pooled read buffer back once no plaintext is pending in
@@ -309,6 +320,9 @@ func (in *inHalf) setErr(err error) error {
 		return err
 	}
 	in.err = err
+	if errors.Is(err, syscall.ECONNRESET) {
+		in.reset.Store(true)
+	}
 	in.drop()
 	return err
 }
@@ -634,7 +648,8 @@ func (c *Conn) close(notify bool) error {
 var closeNotifyTimeout = time.Second
 
 // sendClose writes a close record unless a Write holds the write side, a
-// write has failed, or frames are still queued after drain.
+// write has failed, a read has seen the peer reset the connection, or
+// frames are still queued after drain.
 func (c *Conn) sendClose() {
 	out := &c.out
 	limit := time.Now().Add(closeNotifyTimeout)
@@ -652,7 +667,7 @@ func (c *Conn) sendClose() {
 		time.Sleep(50 * time.Microsecond)
 	}
 	defer out.mu.Unlock()
-	if out.err != nil {
+	if out.err != nil || c.in.reset.Load() {
 		return
 	}
 	if wb := out.wb.Load(); wb != nil {

@@ -258,6 +258,14 @@ func (hs *handshakeState) sendClientHello(kex KeyExchange) error {
 // means the peer does not speak tendril at all (*NotTendrilError).
 func (hs *handshakeState) readMessage(limit int, first bool) (body []byte, total int, err error) {
 	in := &hs.c.in
+	if hs.dialer && in.pooled == nil {
+		// The dialer reads the listener's whole flight (ServerHello and
+		// ListenerAuth, 1,288 bytes with the hybrid) with one read, not
+		// three. The listener does not: a stranger's first read goes into
+		// the Conn's own small array, so that a silent connection holds no
+		// pooled buffer.
+		in.borrow(dialerFlightBuffer)
+	}
 	if err := in.fill(hs.c.conn, frameHeaderSize, false); err != nil {
 		return nil, 0, eofUnexpected(err)
 	}
@@ -278,6 +286,11 @@ func (hs *handshakeState) readMessage(limit int, first bool) (body []byte, total
 	hs.th.Write(msg)
 	return msg[frameHeaderSize:], total, nil
 }
+
+// dialerFlightBuffer is the read buffer the dialer borrows for the
+// listener's first flight: a hybrid ServerHello and the ListenerAuth record
+// (docs/secio.md), with room to spare.
+const dialerFlightBuffer = 2 << 10
 
 // done discards a message read by readMessage.
 func (hs *handshakeState) done(total int) {

@@ -9,6 +9,8 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -350,5 +352,50 @@ func TestCloseDuringWrite(t *testing.T) {
 		if err := <-readErr; err != nil {
 			t.Fatalf("try %d: the peer read %v after a Close during a write, want a clean end", i, err)
 		}
+	}
+}
+
+// countConn counts the Writes that reach the connection after armed is set.
+type countConn struct {
+	net.Conn
+	armed  atomic.Bool
+	writes atomic.Int32
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	if c.armed.Load() {
+		c.writes.Add(1)
+	}
+	return c.Conn.Write(p)
+}
+
+// TestNoCloseRecordAfterReset: once a Read has seen the peer reset the connection, Close
+// writes no close record (it could only fail, with EPIPE and a SIGPIPE); before that it
+// does.
+func TestNoCloseRecordAfterReset(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		x, y := tcpPair(t)
+		cx := &countConn{Conn: x}
+		sa, sb, errA, errB := handshakePair(cx, y, testConfig("a"), testConfig("b"))
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		cx.armed.Store(true)
+		if reset {
+			y.(*net.TCPConn).SetLinger(0)
+			sb.close(false) // a reset, without a close record
+			if _, err := sa.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("read after the peer's reset: %v, want ECONNRESET", err)
+			}
+		}
+		sa.Close()
+		want := int32(1)
+		if reset {
+			want = 0
+		}
+		if n := cx.writes.Load(); n != want {
+			t.Fatalf("reset %v: %d writes at Close, want %d", reset, n, want)
+		}
+		sb.Close()
 	}
 }
