@@ -623,8 +623,8 @@ func (c *Conn) close(notify bool) error {
 		if wb := c.out.wb.Load(); wb != nil {
 			wb.drain(c.out.deadline.Load())
 		}
-		if notify && c.secure {
-			c.sendClose()
+		if notify && c.secure && c.sendClose() {
+			c.linger()
 		}
 		c.closeErr = c.conn.Close()
 		// Give back a buffer holding part of a frame, unless a Read is
@@ -649,8 +649,8 @@ var closeNotifyTimeout = time.Second
 
 // sendClose writes a close record unless a Write holds the write side, a
 // write has failed, a read has seen the peer reset the connection, or
-// frames are still queued after drain.
-func (c *Conn) sendClose() {
+// frames are still queued after drain. It reports whether the record went out.
+func (c *Conn) sendClose() bool {
 	out := &c.out
 	limit := time.Now().Add(closeNotifyTimeout)
 	if d := out.deadline.Load(); d != 0 && d < limit.UnixNano() {
@@ -662,25 +662,61 @@ func (c *Conn) sendClose() {
 	_ = c.conn.SetWriteDeadline(limit)
 	for !out.mu.TryLock() {
 		if time.Now().After(limit) {
-			return
+			return false
 		}
 		time.Sleep(50 * time.Microsecond)
 	}
 	defer out.mu.Unlock()
 	if out.err != nil || c.in.reset.Load() {
-		return
+		return false
 	}
 	if wb := out.wb.Load(); wb != nil {
 		if queued, err := wb.active(); queued || err != nil {
-			return
+			return false
 		}
 	}
 	frame, err := out.sealRecord(nil, recordClose)
 	if err != nil {
+		return false
+	}
+	_, err = c.conn.Write(*frame)
+	putBuffer(frame)
+	return err == nil
+}
+
+// closeLinger bounds how long Close waits, after its close record, for the peer to close
+// its side: about one round trip when the peer follows the protocol.
+var closeLinger = 500 * time.Millisecond
+
+// linger half-closes the connection after the close record and reads (and drops) what the
+// peer still sends until it closes its side too, for at most closeLinger. Closing a TCP
+// socket while data the peer sent is unread in its receive buffer makes the kernel send a
+// reset instead of a FIN, and a reset makes the peer's kernel drop what it received but
+// its application has not read yet: the close record and the data before it. A peer's last
+// window updates and acknowledgements arrive just then, whenever nobody happens to be
+// reading. A Read in progress drains the connection itself; linger waits for it to end.
+func (c *Conn) linger() {
+	cw, ok := c.conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
 		return
 	}
-	_, _ = c.conn.Write(*frame)
-	putBuffer(frame)
+	end := time.Now().Add(closeLinger)
+	if c.conn.SetReadDeadline(end) != nil {
+		return
+	}
+	for !c.in.mu.TryLock() {
+		if time.Now().After(end) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer c.in.mu.Unlock()
+	var buf [2048]byte
+	for {
+		if _, err := c.conn.Read(buf[:]); err != nil {
+			return
+		}
+	}
 }
 
 // LocalAddr returns the underlying connection's local address.

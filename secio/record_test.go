@@ -399,3 +399,39 @@ func TestNoCloseRecordAfterReset(t *testing.T) {
 		sb.Close()
 	}
 }
+
+// TestCloseLingers: a Conn closed while data from the peer sits unread in its socket still
+// ends cleanly for the peer: everything written before Close, then io.EOF. Without the
+// linger the kernel answers the unread data with a reset, and the peer's kernel drops what
+// its application had not read yet.
+func TestCloseLingers(t *testing.T) {
+	defer func(d time.Duration) { closeLinger = d }(closeLinger)
+	closeLinger = 2 * time.Second
+	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	if _, err := sb.Write(make([]byte, 4<<10)); err != nil { // sa never reads it
+		t.Fatal(err)
+	}
+	// More than the peer's socket takes while it does not read: the rest waits in sa's
+	// send buffer when sa closes.
+	want := make([]byte, 1<<20)
+	for i := range want {
+		want[i] = byte(i)
+	}
+	if _, err := sa.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // sb's 4 KiB are in sa's socket now
+	closed := make(chan error, 1)
+	go func() { closed <- sa.Close() }()
+	time.Sleep(50 * time.Millisecond) // a reset, if any, reaches sb's socket before it reads
+	got, err := io.ReadAll(sb)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the peer read %d of %d bytes, then %v; want all, then a clean end", len(got), len(want), err)
+	}
+	sb.Close()
+	select {
+	case <-closed:
+	case <-time.After(time.Second):
+		t.Fatal("Close still lingers after the peer closed")
+	}
+}
