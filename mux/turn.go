@@ -58,8 +58,9 @@ type turn struct {
 	kicked  bool // the read deadline was moved to wake the holder
 	wakeDue bool // wake the holder before it reads its next header
 
-	idle      *time.Timer // starts recvLoop when the turn stays free for turnIdle
+	idle      *time.Timer // starts recvLoop when the turn stays free for idleAfter
 	idleArmed bool
+	idleAfter time.Duration // turnIdle (tests that need a turn to stay free lengthen it)
 
 	holding atomic.Pointer[Stream] // holder, for a lock-free check in wakeHolder
 }
@@ -69,6 +70,7 @@ func (s *Session) startTurn() {
 	t := &s.turn
 	t.direct = s.conn.SetReadDeadline(time.Time{}) == nil
 	t.mu.Lock()
+	t.idleAfter = turnIdle
 	s.startLoopLocked()
 	t.mu.Unlock()
 }
@@ -102,9 +104,9 @@ func (s *Session) releaseTurnLocked(handOver bool, woken int) {
 	if !t.idleArmed {
 		t.idleArmed = true
 		if t.idle == nil {
-			t.idle = time.AfterFunc(turnIdle, s.turnIdled)
+			t.idle = time.AfterFunc(t.idleAfter, s.turnIdled)
 		} else {
-			t.idle.Reset(turnIdle)
+			t.idle.Reset(t.idleAfter)
 		}
 	}
 }

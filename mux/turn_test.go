@@ -16,6 +16,7 @@ func holderPair(t *testing.T, newPair func() (net.Conn, net.Conn)) (*Session, *S
 	t.Helper()
 	a, b := newPair()
 	c, s := sessionPair(t, a, b, nil, nil)
+	keepTurnFree(c, time.Hour)
 	st, err := c.OpenStream(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +36,18 @@ func holderPair(t *testing.T, newPair func() (net.Conn, net.Conn)) (*Session, *S
 		return err
 	})
 	return c, st, s, acc
+}
+
+// keepTurnFree sets how long c's read turn stays free before its frame reader takes it
+// back: long, for tests that need the next Read to take the turn however slowly it comes
+// (a loaded machine under -race can take more than turnIdle between two statements).
+func keepTurnFree(c *Session, d time.Duration) {
+	c.turn.mu.Lock()
+	c.turn.idleAfter = d
+	if c.turn.idleArmed {
+		c.turn.idle.Reset(d)
+	}
+	c.turn.mu.Unlock()
 }
 
 // handOver makes the frame reader hand the read turn to st: a Read of one byte waits on st
@@ -124,7 +137,7 @@ func TestTurnHolderDeadline(t *testing.T) {
 			t.Fatalf("Read with a passed deadline: %v", err)
 		}
 		st.SetReadDeadline(time.Time{})
-		acc.Write([]byte("x"))
+		go acc.Write([]byte("x")) // over net.Pipe it returns once the Read below has read it
 		var b [1]byte
 		if _, err := io.ReadFull(st, b[:]); err != nil || b[0] != 'x' {
 			t.Fatalf("Read after the timeouts: %q, %v", b, err)
@@ -172,6 +185,7 @@ func TestTurnHeaderCutByWake(t *testing.T) {
 	}
 	defer c.Close()
 	defer peer.Close()
+	keepTurnFree(c, time.Hour)
 	go io.Copy(io.Discard, peer) // what the client writes: the SYN, ACKs, window updates
 	st, err := c.OpenStream(context.Background())
 	if err != nil {
@@ -209,6 +223,7 @@ func TestTurnNeverUnread(t *testing.T) {
 	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
 		c, st, s, acc := holderPair(t, newPair)
 		done := blockedRead(t, st)
+		keepTurnFree(c, turnIdle) // what is tested: the frame reader comes back
 		acc.Write([]byte("x"))
 		if err := waitErr(t, "Read", done); err != nil {
 			t.Fatal(err)
@@ -250,6 +265,7 @@ func TestTurnBodyCutByWake(t *testing.T) {
 			}
 			defer c.Close()
 			defer peer.Close()
+			keepTurnFree(c, time.Hour)
 			go io.Copy(io.Discard, peer)
 			var sts [2]*Stream
 			for i := range sts {
