@@ -1,0 +1,40 @@
+package tendril
+
+// Keepalive: one timer of the Service pings every session; a session whose peer does not
+// answer is closed.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tendril-p2p/tendril/mux"
+)
+
+// ping checks that the peer answers within timeout, without waiting for it: a session that
+// does not answer is closed.
+func (s *Session) ping(timeout time.Duration) {
+	s.mu.Lock()
+	if s.torn || s.pinging {
+		s.mu.Unlock()
+		return
+	}
+	s.pinging = true
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		_, err := s.mux.Ping(ctx)
+		cancel()
+		s.mu.Lock()
+		s.pinging = false
+		s.mu.Unlock()
+		// A ping that fails because the session is already closing is not a keepalive
+		// failure: run records the real cause (an authentication failure, a reset, ...).
+		if err != nil && s.ctx.Err() == nil && !errors.Is(err, mux.ErrSessionClosed) {
+			s.closeWith(fmt.Errorf("%w: keepalive: peer did not answer within %v: %w", ErrSessionClosed, timeout, err))
+		}
+	}()
+}

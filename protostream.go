@@ -1,0 +1,182 @@
+package tendril
+
+// A negotiated protocol stream: its reader loop, the handler calls and its end.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tendril-p2p/tendril/mux"
+	"github.com/tendril-p2p/tendril/protocol"
+)
+
+// callHandler runs fn, turning a panic into an error so that one faulty handler cannot take
+// the process down.
+func callHandler(name string, fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("tendril: handler for %s panicked: %v", name, r)
+		}
+	}()
+	fn()
+	return nil
+}
+
+// protoStream is one negotiated protocol stream of a session.
+type protoStream struct {
+	sess     *Session
+	proto    *Protocol
+	version  string
+	st       *mux.Stream
+	outbound bool
+	ctx      *Context
+
+	inCall      atomic.Bool   // message mode: the handler is in a Connected, Received or Disconnected call
+	closing     chan struct{} // closed when no more sends are taken (local close, remote EOF, abort)
+	connected   chan struct{} // message mode: closed when the handler's Connected has returned
+	closingOnce sync.Once
+	wdone       chan struct{} // closed when writing has ended for good (after end-of-stream or abort)
+
+	// guarded by sess.mu
+	queue   [][]byte
+	noMore  bool // no more messages are taken; once the queue is sent, end-of-stream follows
+	aborted bool
+	writing bool // a writer goroutine is running
+	wclosed bool // wdone is closed
+	held    bool // accepted but the negotiation answer is not sent yet: no writer may start
+}
+
+// answered lets the writer of a stream the peer opened start, now that the negotiation
+// answer is sent: messages queued meanwhile follow it.
+func (ps *protoStream) answered() {
+	s := ps.sess
+	s.mu.Lock()
+	ps.held = false
+	if len(ps.queue) > 0 || ps.noMore {
+		ps.ensureWriterLocked()
+	}
+	s.mu.Unlock()
+}
+
+// discard undoes the registration of a stream whose negotiation answer could not be sent:
+// its handler never runs.
+func (ps *protoStream) discard(err error) {
+	s := ps.sess
+	s.mu.Lock()
+	ps.held = false
+	s.mu.Unlock()
+	ps.abort()
+	ps.finish(err)
+	s.wg.Done()
+}
+
+func (ps *protoStream) readLoop() {
+	s := ps.sess
+	defer s.wg.Done()
+	h := ps.proto.Handler
+	var readErr error
+	err := callHandler(ps.proto.Name, func() {
+		func() {
+			defer close(ps.connected) // also if Connected panics
+			ps.call(func() { h.Connected(ps.ctx, ps.version) })
+		}()
+		r := protocol.NewReader(ps.st, s.svc.cfg.MaxMessageSize)
+		for {
+			msg, err := r.ReadMessageAlloc()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					readErr = err
+				}
+				return
+			}
+			s.counts.msgsReceived.Add(1)
+			ps.call(func() { h.Received(ps.ctx, msg) })
+		}
+	})
+	if err == nil {
+		err = readErr
+	}
+	if err != nil {
+		ps.fail(err)
+	} else {
+		ps.closeLocal() // the peer closed its side: flush ours and close it
+	}
+	<-ps.wdone
+	ps.finish(err)
+	if perr := callHandler(ps.proto.Name, func() { ps.call(func() { h.Disconnected(ps.ctx) }) }); perr != nil {
+		s.svc.log.Error("handler panicked", "protocol", ps.proto.Name, "err", perr)
+	}
+}
+
+// call runs one call of the message handler, marked as in progress for shutdown (which
+// does not wait for a handler in the middle of a call: it may be the caller).
+func (ps *protoStream) call(fn func()) {
+	s := ps.sess
+	ps.inCall.Store(true)
+	s.calls.Add(1)
+	defer func() {
+		ps.inCall.Store(false)
+		s.calls.Add(-1)
+	}()
+	fn()
+}
+
+// closeLocal stops taking messages; the writer sends what is queued and half-closes.
+func (ps *protoStream) closeLocal() {
+	s := ps.sess
+	s.mu.Lock()
+	ps.noMore = true
+	ps.ensureWriterLocked()
+	s.mu.Unlock()
+	ps.closingOnce.Do(func() { close(ps.closing) })
+}
+
+// fail ends the stream at once after an error: queued messages are dropped.
+func (ps *protoStream) fail(err error) {
+	s := ps.sess
+	select {
+	case <-s.ctx.Done():
+	default:
+		if err != nil {
+			s.svc.log.Debug("protocol stream failed", "peer", s.peer, "protocol", ps.proto.Name, "err", err)
+			s.svc.emitRepeat(s.protoEvent(EventProtocolError, ps.proto.Name, ps.version, err), netip.Addr{})
+		}
+	}
+	ps.abort()
+}
+
+// abort closes the stream without flushing.
+func (ps *protoStream) abort() {
+	ps.stop()
+	ps.st.Reset() // also unblocks a writer stuck on flow control
+}
+
+// stop ends the stream's writing without flushing and ends its Context, but leaves what
+// was received readable: for a session whose mux has closed (which fails writes and, once
+// the received data is read, reads).
+func (ps *protoStream) stop() {
+	s := ps.sess
+	s.mu.Lock()
+	ps.aborted = true
+	ps.noMore = true
+	ps.ensureWriterLocked()
+	s.mu.Unlock()
+	ps.closingOnce.Do(func() { close(ps.closing) })
+}
+
+// finish unregisters the stream and reports it closed.
+func (ps *protoStream) finish(err error) {
+	s := ps.sess
+	s.mu.Lock()
+	if s.streams[ps.proto.Name] == ps {
+		delete(s.streams, ps.proto.Name)
+	}
+	delete(s.raw, ps)
+	s.checkSettledLocked()
+	s.mu.Unlock()
+	s.svc.emit(s.protoEvent(EventProtocolClosed, ps.proto.Name, ps.version, err))
+}
