@@ -38,3 +38,38 @@ func (s *Session) ping(timeout time.Duration) {
 		}
 	}()
 }
+
+// tcpKeepAlive is the TCP keepalive setting for net.Dialer and net.ListenConfig: off (-1)
+// while the Service's own keepalive pings every session, which also covers the secure and
+// mux layers; the operating system's default (0) otherwise.
+func (s *Service) tcpKeepAlive() time.Duration {
+	if s.keepAlive > 0 {
+		return -1
+	}
+	return 0
+}
+
+// keepAliveTick pings every session; a session whose ping is not answered within the mux's
+// ConnectionWriteTimeout is closed. It runs on the timer's goroutine every keepAlive period
+// while the Service has sessions: no goroutine of the Service waits in between.
+func (s *Service) keepAliveTick() {
+	s.mu.Lock()
+	if s.closed || len(s.sessions) == 0 {
+		s.pinging = false
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	for _, sess := range s.Sessions() {
+		sess.ping(s.cfg.Mux.ConnectionWriteTimeout)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.pinging = false
+	} else {
+		s.kaTimer.Reset(s.keepAlive)
+	}
+	s.mu.Unlock()
+}
