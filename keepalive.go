@@ -16,7 +16,7 @@ import (
 // does not answer is closed.
 func (s *Session) ping(timeout time.Duration) {
 	s.mu.Lock()
-	if s.torn || s.pinging {
+	if s.state >= sessionTornDown || s.pinging {
 		s.mu.Unlock()
 		return
 	}
@@ -34,7 +34,7 @@ func (s *Session) ping(timeout time.Duration) {
 		// A ping that fails because the session is already closing is not a keepalive
 		// failure: run records the real cause (an authentication failure, a reset, ...).
 		if err != nil && s.ctx.Err() == nil && !errors.Is(err, mux.ErrSessionClosed) {
-			s.closeWith(fmt.Errorf("%w: keepalive: peer did not answer within %v: %w", ErrSessionClosed, timeout, err))
+			s.abort(fmt.Errorf("%w: keepalive: peer did not answer within %v: %w", ErrSessionClosed, timeout, err))
 		}
 	}()
 }

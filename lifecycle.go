@@ -15,15 +15,62 @@ import (
 	"github.com/tendril-p2p/tendril/mux"
 )
 
+// sessionState is where a Session is in its life. It only moves forward, and only
+// setStateLocked changes it:
+//
+//	open -> closing -> tornDown -> closed
+//	open -------------> tornDown             the connection ended, or abort, while open
+//	open --------------------------> closed  abortUnstarted: never registered
+//
+// Service.setup creates a session open. Service.register counts it in the Service's
+// WaitGroup (svc.wg.Add) as it registers it, and start gives the mux teardown as its
+// closed callback: every way of ending a started session closes the mux, so teardown runs
+// exactly once, and it releases the WaitGroup (svc.wg.Done) when it returns. A session that
+// is never registered (refused by the gater or a limit, a duplicate, the Service closing)
+// is not counted and ends in abortUnstarted.
+//
+// The ways a session ends:
+//   - Close: graceful, within Config.ShutdownTimeout (shutdown).
+//   - shutdown: graceful within ctx: flush and end every stream, then close the connection.
+//   - abort: at once, with a reason (keepalive, trimming, idle, duplicate) or none.
+//   - teardown: the one end every started session reaches, run by the mux once it closed.
+//   - abortUnstarted: for a session that was never registered.
+type sessionState uint8
+
+const (
+	sessionOpen     sessionState = iota // protocols open and streams are accepted
+	sessionClosing                      // shutdown began: no new streams; the open ones flush and end
+	sessionTornDown                     // the mux closed and teardown runs: no new goroutines
+	sessionClosed                       // ended: done is closed
+)
+
+var sessionStateNames = [...]string{"open", "closing", "tornDown", "closed"}
+
+func (st sessionState) String() string { return sessionStateNames[st] }
+
+// setStateLocked moves the session to state to; s.mu is held. It panics on a move the
+// lifecycle does not have: that would be a bug here, not something a peer can cause.
+func (s *Session) setStateLocked(to sessionState) {
+	from := s.state
+	if to <= from || (to == sessionClosed && from == sessionClosing) {
+		panic("tendril: session state " + from.String() + " -> " + to.String())
+	}
+	s.state = to
+}
+
 // abortUnstarted closes a session that was never registered (a duplicate, or the Service
 // closing). It emits nothing: no one was told it existed.
 func (s *Session) abortUnstarted() {
+	s.mu.Lock()
+	s.setStateLocked(sessionClosed)
+	s.mu.Unlock()
 	s.cancel()
 	s.mux.Close()
 	close(s.done)
 }
 
-// start runs the session; the Service's WaitGroup has been incremented for it.
+// start runs a registered session: it hands the mux its stream handler and teardown, and
+// opens the OpenOnConnect protocols. The Service's WaitGroup counts the session already.
 func (s *Session) start() {
 	svc := s.svc
 	if svc.logs(slog.LevelInfo) {
@@ -31,7 +78,7 @@ func (s *Session) start() {
 			"dir", s.dir.String(), "suite", suiteName(s), "secure", s.secure)
 	}
 	svc.emit(s.event(EventSessionOpened, nil))
-	s.mux.Serve(s.acceptStream, s.muxClosed)
+	s.mux.Serve(s.acceptStream, s.teardown)
 	// ready closes when every OpenOnConnect protocol has been opened (or has failed) and
 	// this side's Connected has returned: Dial waits for it, so that a Send right after Dial
 	// finds the protocol open on both ends.
@@ -45,7 +92,7 @@ func (s *Session) start() {
 				continue
 			}
 			s.mu.Lock()
-			if s.torn {
+			if s.state >= sessionTornDown {
 				s.mu.Unlock()
 				break
 			}
@@ -91,22 +138,28 @@ func (s *Session) setErr(err error) {
 	s.mu.Unlock()
 }
 
-// closeWith closes the session at once, recording why.
-func (s *Session) closeWith(err error) {
-	s.setErr(err)
-	s.end()
-}
-
-// end cancels the session's context and closes its connection without waiting; the mux then
-// reports the close to muxClosed, which tears the session down.
-func (s *Session) end() {
+// abort ends the session at once, without flushing, recording err (if not nil, and if no
+// reason was recorded before) as why; it does not wait: the mux closes, and teardown follows.
+func (s *Session) abort(err error) {
+	if err != nil {
+		s.setErr(err)
+	}
 	s.cancel()
 	s.mux.Abort()
 }
 
-func (s *Session) teardown() {
+// teardown is the end of every started session, whatever ended it: the mux calls it on a
+// goroutine of its own once it has closed, with its error. It records why the session ended
+// (if this side did not end it), ends its streams and waits for their handlers (at most
+// HandlerExitTimeout), unregisters it, reports it closed, closes done, and releases the
+// Service's WaitGroup.
+func (s *Session) teardown(muxErr error) {
+	defer s.svc.wg.Done()
+	if s.ctx.Err() == nil {
+		s.setErr(s.lostCause(muxErr))
+	}
 	s.mu.Lock()
-	s.torn = true
+	s.setStateLocked(sessionTornDown)
 	streams := s.streamsLocked()
 	s.mu.Unlock()
 	s.cancel()
@@ -128,6 +181,7 @@ func (s *Session) teardown() {
 	s.mu.Lock()
 	err := s.closeErr
 	s.queued = 0
+	s.setStateLocked(sessionClosed)
 	s.mu.Unlock()
 	if s.svc.logs(slog.LevelInfo) {
 		s.svc.log.Info("session closed", "peer", s.peer, "err", err)
@@ -143,10 +197,10 @@ func (s *Session) teardown() {
 // so shutdown returns when the connection is closed and Done waits for the handler.
 func (s *Session) shutdown(ctx context.Context) {
 	s.mu.Lock()
-	if !s.closing {
-		s.closing = true
-		s.checkSettledLocked()
+	if s.state == sessionOpen {
+		s.setStateLocked(sessionClosing)
 	}
+	s.checkSettledLocked()
 	streams := s.streamsLocked()
 	s.mu.Unlock()
 	for _, ps := range streams {
@@ -157,14 +211,14 @@ func (s *Session) shutdown(ctx context.Context) {
 		if !s.svc.cfg.ResetOnClose {
 			// Every stream ended in order: close the secio connection itself, which sends its
 			// close record, so that the peer reads a clean end rather than a truncation
-			// (s.end's mux.Abort drops what is unsent, the close record included).
+			// (abort's mux.Abort drops what is unsent, the close record included).
 			s.cancel()
 			_ = s.conn.Close()
 		}
 	case <-ctx.Done():
 	case <-s.done:
 	}
-	s.end()
+	s.abort(nil)
 	if s.calls.Load() > 0 {
 		<-s.mux.CloseChan()
 		return
@@ -210,7 +264,7 @@ func (s *Session) waitHandlers() {
 // (it may be the handler that is closing the session: it cannot read the peer's answer
 // before it returns). s.mu is held; it runs whenever one of these changes.
 func (s *Session) checkSettledLocked() {
-	if !s.closing || len(s.opening) > 0 || len(s.raw) > 0 {
+	if s.state == sessionOpen || len(s.opening) > 0 || len(s.raw) > 0 {
 		return
 	}
 	for _, ps := range s.streams {
@@ -225,29 +279,24 @@ func (s *Session) checkSettledLocked() {
 	}
 }
 
-// muxClosed runs once the mux has closed, for whatever reason, and tears the session down;
-// the Service's WaitGroup counts the session until then.
-func (s *Session) muxClosed(err error) {
-	defer s.svc.wg.Done()
-	if s.ctx.Err() == nil {
-		// The mux keeps the first error of its reader or writer; a write can fail (the
-		// secure conn closed itself) before the reader reports the bad frame that caused
-		// it. The read error is the cause.
-		if cause := s.rconn.cause(time.Second); cause != nil && !errors.Is(cause, net.ErrClosed) && !errors.Is(err, cause) {
-			err = cause
-		}
-		switch {
-		case s.secure && errors.Is(err, io.EOF):
-			// secio returns io.EOF only after the peer's authenticated close record (an
-			// unannounced end is ErrTruncated): the peer left on purpose.
-			s.setErr(&peerClosed{err})
-		case !s.secure && errors.Is(err, mux.ErrProtocol) && !s.usedOnce():
-			// TEA has no integrity check: with the wrong key a frame decrypts to garbage,
-			// which the mux reports as a protocol error before any protocol could open.
-			s.setErr(&legacyKeyMismatch{err})
-		default:
-			s.setErr(&connectionLost{err})
-		}
+// lostCause is why a session ended that this side did not end, given the mux's error.
+func (s *Session) lostCause(err error) error {
+	// The mux keeps the first error of its reader or writer; a write can fail (the secure
+	// conn closed itself) before the reader reports the bad frame that caused it. The read
+	// error is the cause.
+	if cause := s.rconn.cause(time.Second); cause != nil && !errors.Is(cause, net.ErrClosed) && !errors.Is(err, cause) {
+		err = cause
 	}
-	s.teardown()
+	switch {
+	case s.secure && errors.Is(err, io.EOF):
+		// secio returns io.EOF only after the peer's authenticated close record (an
+		// unannounced end is ErrTruncated): the peer left on purpose.
+		return &peerClosed{err}
+	case !s.secure && errors.Is(err, mux.ErrProtocol) && !s.usedOnce():
+		// TEA has no integrity check: with the wrong key a frame decrypts to garbage,
+		// which the mux reports as a protocol error before any protocol could open.
+		return &legacyKeyMismatch{err}
+	default:
+		return &connectionLost{err}
+	}
 }

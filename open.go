@@ -52,7 +52,7 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 	}
 	for {
 		s.mu.Lock()
-		if s.closing || s.torn {
+		if s.state != sessionOpen {
 			s.mu.Unlock()
 			return ErrSessionClosed
 		}
@@ -102,7 +102,7 @@ func (s *Session) refused(p *Protocol) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing || s.torn {
+	if s.state != sessionOpen {
 		return ErrSessionClosed
 	}
 	return nil
@@ -123,7 +123,7 @@ func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string
 		return nil, "", fmt.Errorf("%w: %q", ErrInsecureSession, name)
 	}
 	s.mu.Lock()
-	closing := s.closing || s.torn
+	closing := s.state != sessionOpen
 	s.mu.Unlock()
 	if closing {
 		return nil, "", ErrSessionClosed
@@ -195,7 +195,7 @@ var refusedRemoved = &protocol.RefusedError{Code: protocol.CodeUnknownProtocol, 
 // idle session has no goroutine of its own.
 func (s *Session) acceptStream(st *mux.Stream) {
 	s.mu.Lock()
-	if s.closing || s.torn {
+	if s.state != sessionOpen {
 		s.mu.Unlock()
 		st.Reset()
 		return
@@ -279,7 +279,7 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 	}
 	fromDialer := outbound == (s.dir == Outbound)
 	s.mu.Lock()
-	if s.torn || s.closing || !s.svc.registered(p) {
+	if s.state != sessionOpen || !s.svc.registered(p) {
 		s.mu.Unlock()
 		return ps, nil
 	}
@@ -321,7 +321,7 @@ func (s *Session) countStream(outbound bool) {
 // the stream when the handler returns or the stream is asked to close.
 func (s *Session) startRaw(ps *protoStream) (run func()) {
 	s.mu.Lock()
-	if s.torn || s.closing || !s.svc.registered(ps.proto) {
+	if s.state != sessionOpen || !s.svc.registered(ps.proto) {
 		s.mu.Unlock()
 		return nil
 	}

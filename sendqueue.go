@@ -80,7 +80,7 @@ func (ps *protoStream) ensureWriterLocked() {
 	if ps.writing || ps.wclosed {
 		return
 	}
-	if s.torn {
+	if s.state >= sessionTornDown {
 		// The session is being torn down and waits for its goroutines: start none.
 		ps.dropQueueLocked()
 		ps.closeWdoneLocked()

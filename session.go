@@ -30,7 +30,9 @@ type Session struct {
 	mux    *mux.Session
 	opened time.Time
 
-	// ctx is cancelled when the session is torn down; stream goroutines watch it.
+	// ctx is cancelled as soon as this side ends the session (abort, a graceful close that
+	// settled, teardown, abortUnstarted): the OpenOnConnect opens and the keepalive ping run
+	// under it, and teardown reads "not cancelled" as "the connection was lost".
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -38,8 +40,7 @@ type Session struct {
 	streams  map[string]*protoStream   // established message-mode streams, by protocol name
 	raw      map[*protoStream]struct{} // raw-mode streams served by a StreamHandler
 	opening  map[string]chan struct{}  // outbound negotiations in progress, closed when done
-	closing  bool                      // graceful shutdown started: no new streams
-	torn     bool                      // teardown started: no new goroutines
+	state    sessionState              // where the session is in its life (lifecycle.go)
 	pinging  bool                      // a keepalive ping is in flight
 	used     bool                      // a protocol stream was registered once (admission: not idle)
 	closeErr error

@@ -155,7 +155,7 @@ func (s *Service) register(sess *Session) (*Session, error) {
 
 	if replaced != nil {
 		s.log.Debug("duplicate session replaced", "peer", sess.peer)
-		replaced.closeWith(ErrDuplicateSession)
+		replaced.abort(ErrDuplicateSession)
 	}
 	sess.start()
 	if sess.dir == Inbound {

@@ -51,10 +51,10 @@ func (s *Service) idleTick() {
 	d := a.cfg.IdleTimeout
 	for _, sess := range due {
 		sess.mu.Lock()
-		idle := !sess.used && !sess.torn && !sess.closing
+		idle := !sess.used && sess.state == sessionOpen
 		sess.mu.Unlock()
 		if idle {
-			sess.closeWith(fmt.Errorf("%w (%v)", ErrIdleSession, d))
+			sess.abort(fmt.Errorf("%w (%v)", ErrIdleSession, d))
 		}
 	}
 }
@@ -102,7 +102,7 @@ func (s *Service) trim() {
 		if s.logs(slog.LevelDebug) {
 			s.log.Debug("session trimmed", "peer", sess.peer, "session", sess.id)
 		}
-		sess.closeWith(fmt.Errorf("%w: inbound sessions at the high watermark %d", ErrTrimmed, a.cfg.HighWater))
+		sess.abort(fmt.Errorf("%w: inbound sessions at the high watermark %d", ErrTrimmed, a.cfg.HighWater))
 	}
 }
 
