@@ -268,7 +268,7 @@ func (s *Session) checkSettledLocked() {
 		return
 	}
 	for _, ps := range s.streams {
-		if !ps.wclosed || !ps.inCall.Load() {
+		if ps.writer != writerDone || !ps.inCall.Load() {
 			return
 		}
 	}

@@ -268,10 +268,11 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 		version:   version,
 		st:        st,
 		outbound:  outbound,
-		held:      !outbound,
-		closing:   make(chan struct{}),
-		wdone:     make(chan struct{}),
 		connected: make(chan struct{}),
+		sendQueue: sendQueue{mu: &s.mu, closing: make(chan struct{}), wdone: make(chan struct{})},
+	}
+	if !outbound {
+		ps.writer = writerHeld
 	}
 	ps.ctx = &Context{ps: ps}
 	if p.StreamHandler != nil {
@@ -328,10 +329,9 @@ func (s *Session) startRaw(ps *protoStream) (run func()) {
 	s.raw[ps] = struct{}{}
 	s.used = true
 	s.wg.Add(1)
-	ps.wclosed = true
+	ps.setWriterLocked(writerDone) // a raw stream's handler writes to it itself
 	s.mu.Unlock()
 	s.countStream(ps.outbound)
-	close(ps.wdone)
 	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
 	// A handler stuck in I/O returns when the session goes: closing the mux fails every
 	// stream's reads and writes.

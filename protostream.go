@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 
 	"github.com/tendril-p2p/tendril/mux"
@@ -35,40 +34,34 @@ type protoStream struct {
 	outbound bool
 	ctx      *Context
 
-	inCall      atomic.Bool   // message mode: the handler is in a Connected, Received or Disconnected call
-	closing     chan struct{} // closed when no more sends are taken (local close, remote EOF, abort)
-	connected   chan struct{} // message mode: closed when the handler's Connected has returned
-	closingOnce sync.Once
-	wdone       chan struct{} // closed when writing has ended for good (after end-of-stream or abort)
+	inCall    atomic.Bool   // message mode: the handler is in a Connected, Received or Disconnected call
+	connected chan struct{} // message mode: closed when the handler's Connected has returned
 
-	// guarded by sess.mu
-	queue   [][]byte
-	noMore  bool // no more messages are taken; once the queue is sent, end-of-stream follows
-	aborted bool
-	writing bool // a writer goroutine is running
-	wclosed bool // wdone is closed
-	held    bool // accepted but the negotiation answer is not sent yet: no writer may start
+	sendQueue // the queue and its writer (sendqueue.go); a raw stream's writer is done from the start
 }
 
 // answered lets the writer of a stream the peer opened start, now that the negotiation
 // answer is sent: messages queued meanwhile follow it.
 func (ps *protoStream) answered() {
-	s := ps.sess
-	s.mu.Lock()
-	ps.held = false
-	if len(ps.queue) > 0 || ps.noMore {
+	ps.mu.Lock()
+	if ps.writer == writerHeld {
+		ps.setWriterLocked(writerIdle)
+	}
+	if len(ps.frames) > 0 || ps.intake != intakeOpen {
 		ps.ensureWriterLocked()
 	}
-	s.mu.Unlock()
+	ps.mu.Unlock()
 }
 
 // discard undoes the registration of a stream whose negotiation answer could not be sent:
 // its handler never runs.
 func (ps *protoStream) discard(err error) {
 	s := ps.sess
-	s.mu.Lock()
-	ps.held = false
-	s.mu.Unlock()
+	ps.mu.Lock()
+	if ps.writer == writerHeld {
+		ps.setWriterLocked(writerIdle)
+	}
+	ps.mu.Unlock()
 	ps.abort()
 	ps.finish(err)
 	s.wg.Done()
@@ -127,12 +120,10 @@ func (ps *protoStream) call(fn func()) {
 
 // closeLocal stops taking messages; the writer sends what is queued and half-closes.
 func (ps *protoStream) closeLocal() {
-	s := ps.sess
-	s.mu.Lock()
-	ps.noMore = true
+	ps.mu.Lock()
+	ps.closeIntakeLocked(intakeClosed)
 	ps.ensureWriterLocked()
-	s.mu.Unlock()
-	ps.closingOnce.Do(func() { close(ps.closing) })
+	ps.mu.Unlock()
 }
 
 // fail ends the stream at once after an error: queued messages are dropped.
@@ -159,13 +150,10 @@ func (ps *protoStream) abort() {
 // was received readable: for a session whose mux has closed (which fails writes and, once
 // the received data is read, reads).
 func (ps *protoStream) stop() {
-	s := ps.sess
-	s.mu.Lock()
-	ps.aborted = true
-	ps.noMore = true
+	ps.mu.Lock()
+	ps.closeIntakeLocked(intakeAborted)
 	ps.ensureWriterLocked()
-	s.mu.Unlock()
-	ps.closingOnce.Do(func() { close(ps.closing) })
+	ps.mu.Unlock()
 }
 
 // finish unregisters the stream and reports it closed.

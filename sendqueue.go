@@ -14,6 +14,103 @@ import (
 	"github.com/tendril-p2p/tendril/protocol"
 )
 
+// queueSpace is the session's side of the send queue: the bytes queued on all its message
+// streams, bounded by Config.SendQueueBytes, and the SendContext calls waiting for room.
+// Guarded by Session.mu.
+type queueSpace struct {
+	queued  int           // bytes queued for sending, all streams (queueCost of each message)
+	waiters int           // SendContext calls waiting for space
+	space   chan struct{} // closed (and replaced) when space is freed and someone waits
+}
+
+// freeLocked gives n bytes of queue space back and wakes waiting senders.
+func (q *queueSpace) freeLocked(n int) {
+	q.queued -= n
+	if q.waiters > 0 {
+		close(q.space)
+		q.space = make(chan struct{})
+	}
+}
+
+// sendQueue is a message stream's queue, whether it still takes messages, and its writer.
+// Its fields are guarded by mu, the session's mutex: the queue's bytes count against the
+// session's queueSpace under the same lock.
+type sendQueue struct {
+	mu      *sync.Mutex   // &Session.mu
+	frames  [][]byte      // framed messages waiting for the writer
+	intake  queueIntake   // only closeIntakeLocked changes it
+	writer  writerState   // only setWriterLocked changes it
+	closing chan struct{} // closed when intake leaves open (also the handler's Context.Done)
+	wdone   chan struct{} // closed when the writer is done: after end-of-stream, or given up
+}
+
+// queueIntake says whether a stream's queue still takes messages, and how it ends. It only
+// moves forward: open -> closed -> aborted, or open -> aborted.
+type queueIntake uint8
+
+const (
+	intakeOpen    queueIntake = iota // Send queues messages
+	intakeClosed                     // no more are taken: the writer sends the queue, then end-of-stream
+	intakeAborted                    // no more are taken, and what is queued is dropped: no end-of-stream
+)
+
+// closeIntakeLocked stops the queue taking messages: to is intakeClosed (flush, then
+// end-of-stream) or intakeAborted (drop). It never moves back, and it closes closing when
+// the queue stops taking messages. mu is held.
+func (q *sendQueue) closeIntakeLocked(to queueIntake) {
+	if to <= q.intake {
+		return
+	}
+	if q.intake == intakeOpen {
+		close(q.closing)
+	}
+	q.intake = to
+}
+
+// writerState is where a message stream's writer is:
+//
+//	held -> idle <-> running -> done
+//	held, idle --------------> done   (the session is torn down, or a raw stream)
+//
+// A stream the peer opened starts held until its negotiation answer is sent (answered); a
+// writer goroutine runs only while there is work, so an idle stream has none.
+type writerState uint8
+
+const (
+	writerIdle    writerState = iota // no writer goroutine: the next message, or the end, starts one
+	writerHeld                       // the negotiation answer is not sent yet: none may start
+	writerRunning                    // a writer goroutine is sending the queue
+	writerDone                       // writing has ended for good: wdone is closed
+)
+
+var writerStateNames = [...]string{"idle", "held", "running", "done"}
+
+func (w writerState) String() string { return writerStateNames[w] }
+
+// setWriterLocked moves the writer to state to, closing wdone when it is done (a graceful
+// close may then be settled). It panics on a move the writer does not have: a bug here.
+// ps.mu is held.
+func (ps *protoStream) setWriterLocked(to writerState) {
+	from := ps.writer
+	ok := false
+	switch to {
+	case writerIdle:
+		ok = from == writerHeld || from == writerRunning
+	case writerRunning:
+		ok = from == writerIdle
+	case writerDone:
+		ok = from != writerDone
+	}
+	if !ok {
+		panic("tendril: stream writer state " + from.String() + " -> " + to.String())
+	}
+	ps.writer = to
+	if to == writerDone {
+		close(ps.wdone)
+		ps.sess.checkSettledLocked()
+	}
+}
+
 // send queues a copy of msg. If wait is false it never waits; otherwise it waits under ctx
 // while the session's queue is full.
 func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
@@ -26,23 +123,23 @@ func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
 	}
 	cost := queueCost(msg)
 	limit := s.svc.cfg.SendQueueBytes
-	s.mu.Lock()
+	ps.mu.Lock()
 	for {
-		if ps.noMore {
-			s.mu.Unlock()
+		if ps.intake != intakeOpen {
+			ps.mu.Unlock()
 			return fmt.Errorf("%w: %q stream closed", ErrProtocolNotOpen, ps.proto.Name)
 		}
 		if s.queued+cost <= limit {
 			break
 		}
 		if !wait {
-			s.mu.Unlock()
+			ps.mu.Unlock()
 			s.svc.emitRepeat(s.protoEvent(EventSessionBlocked, ps.proto.Name, ps.version, ErrSessionBlocked), netip.Addr{})
 			return ErrSessionBlocked
 		}
 		s.waiters++
 		space := s.space
-		s.mu.Unlock()
+		ps.mu.Unlock()
 		var err error
 		select {
 		case <-space:
@@ -50,18 +147,18 @@ func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
 			err = ctx.Err()
 		case <-ps.closing:
 		}
-		s.mu.Lock()
+		ps.mu.Lock()
 		s.waiters--
 		if err != nil {
-			s.mu.Unlock()
+			ps.mu.Unlock()
 			return err
 		}
 	}
 	// Queue the message already framed: the writer sends it as it is, with no further copy.
-	ps.queue = append(ps.queue, protocol.AppendFrame(make([]byte, 0, protocol.MessageHeaderSize+len(msg)), msg))
+	ps.frames = append(ps.frames, protocol.AppendFrame(make([]byte, 0, protocol.MessageHeaderSize+len(msg)), msg))
 	s.queued += cost
 	ps.ensureWriterLocked()
-	s.mu.Unlock()
+	ps.mu.Unlock()
 	return nil
 }
 
@@ -74,66 +171,56 @@ func frameCost(frame []byte) int { return queueCost(frame[protocol.MessageHeader
 
 // ensureWriterLocked starts a writer if there is work for one (messages to send, or the
 // end-of-stream to send or give up on) and none is running. Writers exit when the queue is
-// empty, so an idle stream has no writer goroutine. s.mu is held.
+// empty, so an idle stream has no writer goroutine. ps.mu is held.
 func (ps *protoStream) ensureWriterLocked() {
 	s := ps.sess
-	if ps.writing || ps.wclosed {
+	switch ps.writer {
+	case writerRunning, writerDone:
 		return
 	}
 	if s.state >= sessionTornDown {
 		// The session is being torn down and waits for its goroutines: start none.
 		ps.dropQueueLocked()
-		ps.closeWdoneLocked()
+		ps.setWriterLocked(writerDone)
 		return
 	}
-	if ps.held {
+	if ps.writer == writerHeld {
 		return // answered starts it
 	}
-	ps.writing = true
+	ps.setWriterLocked(writerRunning)
 	s.wg.Add(1)
 	go ps.writeLoop()
-}
-
-// releaseLocked gives queue space back and wakes waiting senders.
-func (s *Session) releaseLocked(n int) {
-	s.queued -= n
-	if s.waiters > 0 {
-		close(s.space)
-		s.space = make(chan struct{})
-	}
 }
 
 func (ps *protoStream) writeLoop() {
 	s := ps.sess
 	defer s.wg.Done()
 	for {
-		s.mu.Lock()
+		ps.mu.Lock()
 		switch {
-		case ps.aborted:
+		case ps.intake == intakeAborted:
 			ps.dropQueueLocked()
-			ps.writing = false
-			ps.closeWdoneLocked()
-			s.mu.Unlock()
+			ps.setWriterLocked(writerDone)
+			ps.mu.Unlock()
 			return
-		case len(ps.queue) == 0 && ps.noMore:
+		case len(ps.frames) == 0 && ps.intake == intakeClosed:
 			// The end-of-stream is queued before writing is reported over (wdone), so that a
 			// close that waits for this goes out after it: the peer reads to EOF, then
 			// closes its side.
-			s.mu.Unlock()
+			ps.mu.Unlock()
 			ps.st.CloseWrite()
-			s.mu.Lock()
-			ps.writing = false
-			ps.closeWdoneLocked()
-			s.mu.Unlock()
+			ps.mu.Lock()
+			ps.setWriterLocked(writerDone)
+			ps.mu.Unlock()
 			return
-		case len(ps.queue) == 0:
-			ps.writing = false // idle: the next send starts a writer again
-			s.mu.Unlock()
+		case len(ps.frames) == 0:
+			ps.setWriterLocked(writerIdle) // the next send starts a writer again
+			ps.mu.Unlock()
 			return
 		}
-		frames := ps.queue
-		ps.queue = nil
-		s.mu.Unlock()
+		frames := ps.frames
+		ps.frames = nil
+		ps.mu.Unlock()
 		for len(frames) > 0 {
 			// Small messages queued together leave in one stream write (one mux frame, one
 			// encrypted frame) of up to coalesceBytes; a large one leaves alone.
@@ -146,20 +233,19 @@ func (ps *protoStream) writeLoop() {
 			s.counts.msgsSent.Add(uint64(n))
 			err := writeFrames(ps.st, frames[:n])
 			if err != nil {
-				s.mu.Lock()
-				ps.releaseLocked(frames)
-				s.mu.Unlock()
+				ps.mu.Lock()
+				ps.freeFramesLocked(frames)
+				ps.mu.Unlock()
 				ps.fail(fmt.Errorf("tendril: write %s: %w", ps.proto.Name, err))
-				s.mu.Lock()
+				ps.mu.Lock()
 				ps.dropQueueLocked()
-				ps.writing = false
-				ps.closeWdoneLocked()
-				s.mu.Unlock()
+				ps.setWriterLocked(writerDone)
+				ps.mu.Unlock()
 				return
 			}
-			s.mu.Lock()
-			ps.releaseLocked(frames[:n])
-			s.mu.Unlock()
+			ps.mu.Lock()
+			ps.freeFramesLocked(frames[:n])
+			ps.mu.Unlock()
 			frames = frames[n:]
 		}
 	}
@@ -188,28 +274,20 @@ func writeFrames(w io.Writer, frames [][]byte) error {
 	return err
 }
 
-func (ps *protoStream) closeWdoneLocked() {
-	if !ps.wclosed {
-		ps.wclosed = true
-		close(ps.wdone)
-		ps.sess.checkSettledLocked()
-	}
-}
-
-// releaseLocked gives back the queue space of messages that will not be sent.
-func (ps *protoStream) releaseLocked(msgs [][]byte) {
+// freeFramesLocked gives back the queue space of frames that were sent or will not be.
+func (ps *protoStream) freeFramesLocked(frames [][]byte) {
 	n := 0
-	for _, f := range msgs {
+	for _, f := range frames {
 		n += frameCost(f)
 	}
 	if n > 0 {
-		ps.sess.releaseLocked(n)
+		ps.sess.freeLocked(n)
 	}
 }
 
 // dropQueueLocked discards unsent messages (the stream failed) and gives their space back.
 func (ps *protoStream) dropQueueLocked() {
-	ps.releaseLocked(ps.queue)
-	ps.queue = nil
-	ps.noMore = true
+	ps.freeFramesLocked(ps.frames)
+	ps.frames = nil
+	ps.closeIntakeLocked(intakeAborted)
 }
