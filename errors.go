@@ -78,35 +78,27 @@ func configError(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
-// connectionLost is why a session closed when its connection failed. It wraps
-// ErrSessionClosed and the cause; its message is only built when asked for, since a
-// node that churns through connections would otherwise format (and discard) the cause
-// of every one.
-type connectionLost struct{ cause error }
-
-func (e *connectionLost) Error() string {
-	return ErrSessionClosed.Error() + ": connection lost: " + e.cause.Error()
+// closedError is why a session ended when this side did not end it: ErrSessionClosed, the
+// reason (errConnectionLost, ErrPeerClosed or ErrLegacyKeyMismatch) and the cause from the
+// layers below, all three matched by errors.Is. Its message is only built when asked for,
+// since a node that churns through connections would otherwise format (and discard) the
+// cause of every one.
+type closedError struct {
+	reason error
+	cause  error
 }
 
-func (e *connectionLost) Unwrap() []error { return []error{ErrSessionClosed, e.cause} }
+// errConnectionLost is the reason of a session whose connection failed (reset, truncated,
+// timed out, a bad frame): not an intended close by either side.
+var errConnectionLost = errors.New("tendril: connection lost")
 
-// peerClosed is why a session ended when the peer closed it on purpose: it says so, and
-// wraps ErrPeerClosed and the cause (io.EOF from secio, wrapped by the mux).
-type peerClosed struct{ cause error }
-
-func (e *peerClosed) Error() string { return ErrPeerClosed.Error() }
-
-func (e *peerClosed) Unwrap() []error { return []error{ErrPeerClosed, e.cause} }
-
-// legacyKeyMismatch is why a legacy TEA session ended when the peer's frames did not
-// decrypt to yamux frames before any protocol opened: most likely the two sides do not
-// share the key. It wraps ErrSessionClosed, ErrLegacyKeyMismatch and the mux's error.
-type legacyKeyMismatch struct{ cause error }
-
-func (e *legacyKeyMismatch) Error() string {
-	return ErrSessionClosed.Error() + ": " + strings.TrimPrefix(ErrLegacyKeyMismatch.Error(), "tendril: ") + ": " + e.cause.Error()
+func (e *closedError) Error() string {
+	if e.reason == ErrPeerClosed {
+		// The peer left on purpose: its authenticated close record (secio's io.EOF, wrapped
+		// by the mux) says nothing more.
+		return ErrPeerClosed.Error()
+	}
+	return ErrSessionClosed.Error() + ": " + strings.TrimPrefix(e.reason.Error(), "tendril: ") + ": " + e.cause.Error()
 }
 
-func (e *legacyKeyMismatch) Unwrap() []error {
-	return []error{ErrSessionClosed, ErrLegacyKeyMismatch, e.cause}
-}
+func (e *closedError) Unwrap() []error { return []error{ErrSessionClosed, e.reason, e.cause} }

@@ -170,10 +170,10 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // holdProto is a raw-mode protocol whose handlers wait on ctx.Done(), as the StreamHandler
 // doc suggests; running counts handlers that have not returned.
 func holdProto(running *atomic.Int64) Protocol {
-	return Protocol{Name: "/hold", Versions: []string{"1"}, StreamHandler: StreamHandlerFunc(func(ctx *Context, _ string, st net.Conn) {
+	return Protocol{Name: "/hold", Versions: []string{"1"}, StreamHandler: StreamHandlerFunc(func(c *Context, _ string, st net.Conn) {
 		running.Add(1)
 		defer running.Add(-1)
-		<-ctx.Done()
+		<-c.Done()
 	})}
 }
 

@@ -165,7 +165,7 @@ func (s *Session) teardown(muxErr error) {
 	s.cancel()
 	s.mux.Close()
 	// Every handler's Context ends with its session, whatever ended it: a handler waiting on
-	// ctx.Done() (as a raw StreamHandler does) returns now. A message stream is not reset:
+	// its Context.Done() (as a raw StreamHandler does) returns now. A message stream is not reset:
 	// the mux keeps what it received readable after it closed, so the handler still gets
 	// the messages the peer sent before it closed the session (a peer that closes from its
 	// own handler does not wait for this side to read them first), then the stream ends.
@@ -291,12 +291,12 @@ func (s *Session) lostCause(err error) error {
 	case s.secure && errors.Is(err, io.EOF):
 		// secio returns io.EOF only after the peer's authenticated close record (an
 		// unannounced end is ErrTruncated): the peer left on purpose.
-		return &peerClosed{err}
+		return &closedError{ErrPeerClosed, err}
 	case !s.secure && errors.Is(err, mux.ErrProtocol) && !s.usedOnce():
 		// TEA has no integrity check: with the wrong key a frame decrypts to garbage,
 		// which the mux reports as a protocol error before any protocol could open.
-		return &legacyKeyMismatch{err}
+		return &closedError{ErrLegacyKeyMismatch, err}
 	default:
-		return &connectionLost{err}
+		return &closedError{errConnectionLost, err}
 	}
 }

@@ -45,16 +45,25 @@ func TestResetOnClose(t *testing.T) {
 	}
 }
 
-// TestConnectionLostError: a session whose connection failed reports ErrSessionClosed and
-// the cause, in the message too.
+// TestConnectionLostError: a session that this side did not end reports ErrSessionClosed,
+// its reason and the cause, in the message too (but for the peer's intended close).
 func TestConnectionLostError(t *testing.T) {
 	cause := errors.New("wire cut")
-	err := error(&connectionLost{cause})
-	if !errors.Is(err, ErrSessionClosed) || !errors.Is(err, cause) {
-		t.Errorf("%v does not wrap both ErrSessionClosed and its cause", err)
-	}
-	if want := "tendril: session closed: connection lost: wire cut"; err.Error() != want {
-		t.Errorf("message %q, want %q", err.Error(), want)
+	for _, tc := range []struct {
+		reason error
+		want   string
+	}{
+		{errConnectionLost, "tendril: session closed: connection lost: wire cut"},
+		{ErrPeerClosed, "tendril: session closed by the peer"},
+		{ErrLegacyKeyMismatch, "tendril: session closed: legacy TEA: the peer's frames did not decrypt to mux frames; wrong key?: wire cut"},
+	} {
+		err := error(&closedError{tc.reason, cause})
+		if !errors.Is(err, ErrSessionClosed) || !errors.Is(err, tc.reason) || !errors.Is(err, cause) {
+			t.Errorf("%v does not wrap ErrSessionClosed, %v and its cause", err, tc.reason)
+		}
+		if err.Error() != tc.want {
+			t.Errorf("message %q, want %q", err.Error(), tc.want)
+		}
 	}
 }
 
@@ -293,10 +302,10 @@ func TestDroppedSessionsEndHandlers(t *testing.T) {
 func TestDroppedSessionEndsMessageHandler(t *testing.T) {
 	checkNoLeaks(t)
 	var running atomic.Int64
-	h := HandlerFuncs{OnReceived: func(ctx *Context, _ []byte) {
+	h := HandlerFuncs{OnReceived: func(c *Context, _ []byte) {
 		running.Add(1)
 		defer running.Add(-1)
-		<-ctx.Done()
+		<-c.Done()
 	}}
 	srv := newService(t, Config{Protocols: []Protocol{{Name: "/m", Versions: []string{"1"}, Handler: h}}})
 	log := collectEvents(srv)

@@ -274,7 +274,7 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 	if !outbound {
 		ps.writer = writerHeld
 	}
-	ps.ctx = &Context{ps: ps}
+	ps.handlerCtx = &Context{ps: ps}
 	if p.StreamHandler != nil {
 		return ps, s.startRaw(ps)
 	}
@@ -337,7 +337,7 @@ func (s *Session) startRaw(ps *protoStream) (run func()) {
 	// stream's reads and writes.
 	return func() {
 		defer s.wg.Done()
-		err := callHandler(ps.proto.Name, func() { ps.proto.StreamHandler.ServeStream(ps.ctx, ps.version, ps.st) })
+		err := callHandler(ps.proto.Name, func() { ps.proto.StreamHandler.ServeStream(ps.handlerCtx, ps.version, ps.st) })
 		if err != nil {
 			s.svc.log.Error("stream handler panicked", "protocol", ps.proto.Name, "err", err)
 		}

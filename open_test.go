@@ -14,8 +14,8 @@ import (
 // beyond its own MaxStreams (the opener sees an error, nothing is queued), and refuses to
 // open more than its own MaxStreams (ErrTooManyStreams, with an event).
 func TestMaxStreams(t *testing.T) {
-	hold := StreamHandlerFunc(func(ctx *Context, _ string, st net.Conn) {
-		<-ctx.Done() // keep the stream open until the session ends
+	hold := StreamHandlerFunc(func(c *Context, _ string, st net.Conn) {
+		<-c.Done() // keep the stream open until the session ends
 	})
 	proto := Protocol{Name: "/hold", Versions: []string{"1"}, StreamHandler: hold}
 	small := mux.DefaultConfig()
@@ -98,7 +98,7 @@ func TestOpenProtocolRace(t *testing.T) {
 		srvGone   = make(chan struct{}, 1)
 	)
 	cliH := HandlerFuncs{
-		OnConnected:    func(ctx *Context, _ string) { connected <- ctx },
+		OnConnected:    func(c *Context, _ string) { connected <- c },
 		OnReceived:     func(*Context, []byte) { received <- struct{}{} },
 		OnDisconnected: func(*Context) { gone <- struct{}{} },
 	}
@@ -131,13 +131,13 @@ func TestOpenProtocolRace(t *testing.T) {
 		} else {
 			wait("echo", received)
 		}
-		var ctx *Context
+		var hc *Context
 		select {
-		case ctx = <-connected:
+		case hc = <-connected:
 		case <-time.After(10 * time.Second):
 			t.Fatal("no Connected at the opener")
 		}
-		ctx.Close()
+		hc.Close()
 		wait("Disconnected at the opener", gone)
 		wait("Disconnected at the acceptor", srvGone)
 	}

@@ -27,12 +27,12 @@ func callHandler(name string, fn func()) (err error) {
 
 // protoStream is one negotiated protocol stream of a session.
 type protoStream struct {
-	sess     *Session
-	proto    *Protocol
-	version  string
-	st       *mux.Stream
-	outbound bool
-	ctx      *Context
+	sess       *Session
+	proto      *Protocol
+	version    string
+	st         *mux.Stream
+	outbound   bool
+	handlerCtx *Context // what its handler is given
 
 	inCall    atomic.Bool   // message mode: the handler is in a Connected, Received or Disconnected call
 	connected chan struct{} // message mode: closed when the handler's Connected has returned
@@ -75,7 +75,7 @@ func (ps *protoStream) readLoop() {
 	err := callHandler(ps.proto.Name, func() {
 		func() {
 			defer close(ps.connected) // also if Connected panics
-			ps.call(func() { h.Connected(ps.ctx, ps.version) })
+			ps.call(func() { h.Connected(ps.handlerCtx, ps.version) })
 		}()
 		r := protocol.NewReader(ps.st, s.svc.cfg.MaxMessageSize)
 		for {
@@ -87,7 +87,7 @@ func (ps *protoStream) readLoop() {
 				return
 			}
 			s.counts.msgsReceived.Add(1)
-			ps.call(func() { h.Received(ps.ctx, msg) })
+			ps.call(func() { h.Received(ps.handlerCtx, msg) })
 		}
 	})
 	if err == nil {
@@ -100,7 +100,7 @@ func (ps *protoStream) readLoop() {
 	}
 	<-ps.wdone
 	ps.finish(err)
-	if perr := callHandler(ps.proto.Name, func() { ps.call(func() { h.Disconnected(ps.ctx) }) }); perr != nil {
+	if perr := callHandler(ps.proto.Name, func() { ps.call(func() { h.Disconnected(ps.handlerCtx) }) }); perr != nil {
 		s.svc.log.Error("handler panicked", "protocol", ps.proto.Name, "err", perr)
 	}
 }

@@ -92,11 +92,11 @@ func newChecker() *checker {
 func (c *checker) Connected(*Context, string) {}
 func (c *checker) Disconnected(*Context)      {}
 
-func (c *checker) Received(ctx *Context, msg []byte) {
+func (c *checker) Received(hc *Context, msg []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.total++
-	sess := ctx.Session()
+	sess := hc.Session()
 	want := c.next[sess]
 	switch {
 	case !checkDigest(msg):

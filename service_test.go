@@ -466,8 +466,8 @@ func TestConcurrentProtocols(t *testing.T) {
 
 func TestRawStreamProtocol(t *testing.T) {
 	got := make(chan []byte, 1)
-	recv := StreamHandlerFunc(func(ctx *Context, _ string, st net.Conn) {
-		if ctx.Outbound() {
+	recv := StreamHandlerFunc(func(c *Context, _ string, st net.Conn) {
+		if c.Outbound() {
 			st.Write([]byte("raw bytes"))
 			return
 		}
