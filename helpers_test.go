@@ -199,3 +199,90 @@ func openHold(t *testing.T, p *rawPeer) {
 		t.Fatal(err)
 	}
 }
+
+// This file holds the helpers of the reliability tests (reliability_*_test.go): an event
+// recorder, a handler that verifies every message it is given, and leak checks for
+// goroutines and file descriptors.
+
+// eventLog drains a Service's Events channel into a slice, so that no event is dropped and
+// tests can wait for one. Its goroutine ends when the Service closes the channel.
+type eventLog struct {
+	mu      sync.Mutex
+	evs     []Event
+	changed chan struct{}
+}
+
+func collectEvents(svc *Service) *eventLog {
+	l := &eventLog{changed: make(chan struct{}, 1)}
+	go func() {
+		for e := range svc.Events() {
+			l.mu.Lock()
+			l.evs = append(l.evs, e)
+			l.mu.Unlock()
+			select {
+			case l.changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return l
+}
+
+// find returns the first recorded event that match accepts.
+func (l *eventLog) find(match func(Event) bool) (Event, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.evs {
+		if match(e) {
+			return e, true
+		}
+	}
+	return Event{}, false
+}
+
+// waitFor waits (generously) for an event that match accepts.
+func (l *eventLog) waitFor(t *testing.T, what string, match func(Event) bool) Event {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		if e, ok := l.find(match); ok {
+			return e
+		}
+		select {
+		case <-l.changed:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			t.Fatalf("timed out waiting for %s; events: %v", what, l.evs)
+		}
+	}
+}
+
+// countEvents counts recorded events that match.
+func (l *eventLog) count(match func(Event) bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.evs {
+		if match(e) {
+			n += max(e.Count, 1) // coalesced repeats count for what they stand for
+		}
+	}
+	return n
+}
+
+func (l *eventLog) waitCount(t *testing.T, what string, n int, match func(Event) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c := l.count(match)
+		if c >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d events, want %d", what, c, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -14,65 +14,6 @@ import (
 	"go.uber.org/goleak"
 )
 
-// This file holds the helpers of the reliability tests (reliability_*_test.go): an event
-// recorder, a handler that verifies every message it is given, and leak checks for
-// goroutines and file descriptors.
-
-// eventLog drains a Service's Events channel into a slice, so that no event is dropped and
-// tests can wait for one. Its goroutine ends when the Service closes the channel.
-type eventLog struct {
-	mu      sync.Mutex
-	evs     []Event
-	changed chan struct{}
-}
-
-func collectEvents(svc *Service) *eventLog {
-	l := &eventLog{changed: make(chan struct{}, 1)}
-	go func() {
-		for e := range svc.Events() {
-			l.mu.Lock()
-			l.evs = append(l.evs, e)
-			l.mu.Unlock()
-			select {
-			case l.changed <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	return l
-}
-
-// find returns the first recorded event that match accepts.
-func (l *eventLog) find(match func(Event) bool) (Event, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, e := range l.evs {
-		if match(e) {
-			return e, true
-		}
-	}
-	return Event{}, false
-}
-
-// waitFor waits (generously) for an event that match accepts.
-func (l *eventLog) waitFor(t *testing.T, what string, match func(Event) bool) Event {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		if e, ok := l.find(match); ok {
-			return e
-		}
-		select {
-		case <-l.changed:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			t.Fatalf("timed out waiting for %s; events: %v", what, l.evs)
-		}
-	}
-}
-
 // checker is a Handler that verifies every message: its BLAKE3 digest (see digestMsg) and
 // its sequence number, which must be exactly one more than the previous one on the same
 // session and protocol. Anything else (a corrupt, replayed, reordered or skipped message)
@@ -90,7 +31,8 @@ func newChecker() *checker {
 }
 
 func (c *checker) Connected(*Context, string) {}
-func (c *checker) Disconnected(*Context)      {}
+
+func (c *checker) Disconnected(*Context) {}
 
 func (c *checker) Received(hc *Context, msg []byte) {
 	c.mu.Lock()
