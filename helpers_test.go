@@ -14,7 +14,36 @@ import (
 	"github.com/tendril-p2p/tendril/hash/blake3"
 )
 
+// The helpers of the package's tests: services on loopback, an inbox handler, the event
+// recorder, and one way to wait (eventually), on which every wait helper is built.
+
 var loopback = MustParseAddr("/ip4/127.0.0.1/tcp/0")
+
+// eventually reports whether cond becomes true within timeout. It checks cond at once, then
+// each time changed has a value (nil: never) and every poll in between.
+func eventually(timeout, poll time.Duration, changed <-chan struct{}, cond func() bool) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-deadline.C:
+			return false
+		}
+	}
+	return true
+}
+
+// waitUntil fails the test unless cond becomes true within 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !eventually(10*time.Second, time.Millisecond, nil, cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
 
 // inbox records the messages a handler receives, with the stream events.
 type inbox struct {
@@ -60,20 +89,13 @@ func (b *inbox) Disconnected(*Context) {
 // waitFor polls cond whenever the inbox changes, up to a generous deadline.
 func (b *inbox) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
+	locked := func() bool {
 		b.mu.Lock()
-		ok := cond()
-		b.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-b.changed:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
+		defer b.mu.Unlock()
+		return cond()
+	}
+	if !eventually(20*time.Second, 50*time.Millisecond, b.changed, locked) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -105,17 +127,21 @@ func echoProto(name string, box *inbox, versions ...string) Protocol {
 
 func waitEvent(t *testing.T, s *Service, typ EventType) bool {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case e := <-s.Events():
-			if e.Type == typ {
-				return true
+	return eventually(10*time.Second, time.Millisecond, nil, func() bool {
+		for {
+			select {
+			case e, ok := <-s.Events():
+				if !ok {
+					return false
+				}
+				if e.Type == typ {
+					return true
+				}
+			default:
+				return false
 			}
-		case <-timeout:
-			return false
 		}
-	}
+	})
 }
 
 // digestMsg makes a message whose first 32 bytes are the BLAKE3 of the rest.
@@ -156,18 +182,7 @@ func echoPair(t *testing.T, name string) (sess *Session, bb *inbox, a, b *Servic
 	return sess, bb, a, b
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// holdProto is a raw-mode protocol whose handlers wait on ctx.Done(), as the StreamHandler
+// holdProto is a raw-mode protocol whose handlers wait on c.Done(), as the StreamHandler
 // doc suggests; running counts handlers that have not returned.
 func holdProto(running *atomic.Int64) Protocol {
 	return Protocol{Name: "/hold", Versions: []string{"1"}, StreamHandler: StreamHandlerFunc(func(c *Context, _ string, st net.Conn) {
@@ -199,10 +214,6 @@ func openHold(t *testing.T, p *rawPeer) {
 		t.Fatal(err)
 	}
 }
-
-// This file holds the helpers of the reliability tests (reliability_*_test.go): an event
-// recorder, a handler that verifies every message it is given, and leak checks for
-// goroutines and file descriptors.
 
 // eventLog drains a Service's Events channel into a slice, so that no event is dropped and
 // tests can wait for one. Its goroutine ends when the Service closes the channel.
@@ -243,20 +254,14 @@ func (l *eventLog) find(match func(Event) bool) (Event, bool) {
 // waitFor waits (generously) for an event that match accepts.
 func (l *eventLog) waitFor(t *testing.T, what string, match func(Event) bool) Event {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		if e, ok := l.find(match); ok {
-			return e
-		}
-		select {
-		case <-l.changed:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			t.Fatalf("timed out waiting for %s; events: %v", what, l.evs)
-		}
+	var got Event
+	found := func() (ok bool) { got, ok = l.find(match); return ok }
+	if !eventually(20*time.Second, 50*time.Millisecond, l.changed, found) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		t.Fatalf("timed out waiting for %s; events: %v", what, l.evs)
 	}
+	return got
 }
 
 // countEvents counts recorded events that match.
@@ -274,15 +279,7 @@ func (l *eventLog) count(match func(Event) bool) int {
 
 func (l *eventLog) waitCount(t *testing.T, what string, n int, match func(Event) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c := l.count(match)
-		if c >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d events, want %d", what, c, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !eventually(30*time.Second, 20*time.Millisecond, nil, func() bool { return l.count(match) >= n }) {
+		t.Fatalf("%s: %d events, want %d", what, l.count(match), n)
 	}
 }

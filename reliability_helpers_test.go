@@ -14,6 +14,9 @@ import (
 	"go.uber.org/goleak"
 )
 
+// The helpers of the reliability tests (reliability_*_test.go): a handler that verifies
+// every message it is given, and leak checks for goroutines and file descriptors.
+
 // checker is a Handler that verifies every message: its BLAKE3 digest (see digestMsg) and
 // its sequence number, which must be exactly one more than the previous one on the same
 // session and protocol. Anything else (a corrupt, replayed, reordered or skipped message)
@@ -72,14 +75,8 @@ func (c *checker) violations() []string {
 // waitCount waits until sess has delivered n messages.
 func (c *checker) waitCount(t *testing.T, sess *Session, n int) {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for c.count(sess) < n {
-		select {
-		case <-c.changed:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("timed out: %d of %d messages on session %d", c.count(sess), n, sess.ID())
-		}
+	if !eventually(30*time.Second, 50*time.Millisecond, c.changed, func() bool { return c.count(sess) >= n }) {
+		t.Fatalf("timed out: %d of %d messages on session %d", c.count(sess), n, sess.ID())
 	}
 }
 
