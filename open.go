@@ -38,42 +38,12 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: %q", ErrInsecureSession, name)
 	}
 	if p.StreamHandler != nil {
-		st, version, err := s.openStream(ctx, p)
-		if err != nil {
-			return err
-		}
-		if _, run := s.startStream(p, version, st, true); run != nil {
-			go run()
-		} else {
-			st.Reset()
-			return s.refused(p)
-		}
-		return nil
+		return s.openAndStart(ctx, p) // a new stream per call
 	}
-	for {
-		s.mu.Lock()
-		if s.state != sessionOpen {
-			s.mu.Unlock()
-			return ErrSessionClosed
-		}
-		if s.streams[name] != nil {
-			s.mu.Unlock()
-			return nil
-		}
-		wait, busy := s.opening[name]
-		if !busy {
-			break // with s.mu held
-		}
-		s.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	ch, err := s.reserveOpen(ctx, name)
+	if ch == nil {
+		return err // open already, or not to be
 	}
-	ch := make(chan struct{})
-	s.opening[name] = ch
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.opening, name)
@@ -81,16 +51,53 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 		s.mu.Unlock()
 		close(ch)
 	}()
+	return s.openAndStart(ctx, p)
+}
+
+// reserveOpen waits until no other OpenProtocol of the message-mode protocol name is in
+// progress, then records this one in s.opening and returns its channel, for the caller to
+// remove and close; nil if the protocol is open by then, the session closing, or ctx done
+// (the error says which).
+func (s *Session) reserveOpen(ctx context.Context, name string) (chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.state != sessionOpen {
+			return nil, ErrSessionClosed
+		}
+		if s.streams[name] != nil {
+			return nil, nil
+		}
+		wait, busy := s.opening[name]
+		if !busy {
+			ch := make(chan struct{})
+			s.opening[name] = ch
+			return ch, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			s.mu.Lock()
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+}
+
+// openAndStart opens a stream of p, negotiates it and registers it (startStream), then runs
+// what serves it; an error says why it was not registered (nil if another stream of p won).
+func (s *Session) openAndStart(ctx context.Context, p *Protocol) error {
 	st, version, err := s.openStream(ctx, p)
 	if err != nil {
 		return err
 	}
-	if _, run := s.startStream(p, version, st, true); run != nil {
-		go run()
-	} else {
+	_, run := s.startStream(p, version, st, true)
+	if run == nil {
 		st.Reset()
 		return s.refused(p)
 	}
+	go run()
 	return nil
 }
 

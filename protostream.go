@@ -119,9 +119,12 @@ func (ps *protoStream) call(fn func()) {
 }
 
 // closeLocal stops taking messages; the writer sends what is queued and half-closes.
-func (ps *protoStream) closeLocal() {
+func (ps *protoStream) closeLocal() { ps.closeIntake(intakeClosed) }
+
+// closeIntake stops the queue taking messages (closeIntakeLocked) and lets the writer end.
+func (ps *protoStream) closeIntake(to queueIntake) {
 	ps.mu.Lock()
-	ps.closeIntakeLocked(intakeClosed)
+	ps.closeIntakeLocked(to)
 	ps.ensureWriterLocked()
 	ps.mu.Unlock()
 }
@@ -149,12 +152,7 @@ func (ps *protoStream) abort() {
 // stop ends the stream's writing without flushing and ends its Context, but leaves what
 // was received readable: for a session whose mux has closed (which fails writes and, once
 // the received data is read, reads).
-func (ps *protoStream) stop() {
-	ps.mu.Lock()
-	ps.closeIntakeLocked(intakeAborted)
-	ps.ensureWriterLocked()
-	ps.mu.Unlock()
-}
+func (ps *protoStream) stop() { ps.closeIntake(intakeAborted) }
 
 // finish unregisters the stream and reports it closed.
 func (ps *protoStream) finish(err error) {
