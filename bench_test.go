@@ -140,7 +140,7 @@ func BenchmarkConnect(b *testing.B) {
 			b.Fatal(err)
 		}
 		<-replies
-		sess.closeWith(nil) // abrupt, as a benchmark loop would; graceful close is measured elsewhere
+		sess.abort(nil) // abrupt, as a benchmark loop would; graceful close is measured elsewhere
 		<-sess.Done()
 	}
 	b.StopTimer()

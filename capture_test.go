@@ -73,7 +73,7 @@ func newRecordingProxy(t *testing.T, target string) *recordingProxy {
 func TestCaptureHidesIdentities(t *testing.T) {
 	const proto = "/capture"
 	got := make(chan []byte, 2)
-	h := HandlerFuncs{OnReceived: func(ctx *Context, msg []byte) { got <- bytes.Clone(msg) }}
+	h := HandlerFuncs{OnReceived: func(c *Context, msg []byte) { got <- bytes.Clone(msg) }}
 	cfg := Config{Protocols: []Protocol{{Name: proto, Versions: []string{"1.0"}, Handler: h}}}
 	a, b := newService(t, cfg), newService(t, cfg)
 	_, target, err := listen(t, b).hostPort()

@@ -25,3 +25,19 @@ func TestConfigErrorsKeepSentinels(t *testing.T) {
 		t.Errorf("protocol: %v", err)
 	}
 }
+
+func TestConfigValidate(t *testing.T) {
+	bad := []Config{
+		{MaxConnections: -1},
+		{Protocols: []Protocol{{Name: "nope", Versions: []string{"1"}, Handler: HandlerFuncs{}}}},
+		{Protocols: []Protocol{{Name: "/x", Versions: []string{"1"}}}},
+		{Protocols: []Protocol{{Name: "/x", Versions: []string{"1"}, Handler: HandlerFuncs{}}, {Name: "/x", Versions: []string{"1"}, Handler: HandlerFuncs{}}}},
+		{SendQueueBytes: 10, MaxMessageSize: 100},
+		{LegacyTEA: &LegacyTEAConfig{Key: []byte("short")}},
+	}
+	for i, c := range bad {
+		if _, err := New(c); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("case %d: %v, want ErrInvalidConfig", i, err)
+		}
+	}
+}

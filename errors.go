@@ -3,6 +3,7 @@ package tendril
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors of the Service. Errors returned by the Service wrap these (test them with
@@ -76,3 +77,28 @@ var (
 func configError(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
+
+// closedError is why a session ended when this side did not end it: ErrSessionClosed, the
+// reason (errConnectionLost, ErrPeerClosed or ErrLegacyKeyMismatch) and the cause from the
+// layers below, all three matched by errors.Is. Its message is only built when asked for,
+// since a node that churns through connections would otherwise format (and discard) the
+// cause of every one.
+type closedError struct {
+	reason error
+	cause  error
+}
+
+// errConnectionLost is the reason of a session whose connection failed (reset, truncated,
+// timed out, a bad frame): not an intended close by either side.
+var errConnectionLost = errors.New("tendril: connection lost")
+
+func (e *closedError) Error() string {
+	if e.reason == ErrPeerClosed {
+		// The peer left on purpose: its authenticated close record (secio's io.EOF, wrapped
+		// by the mux) says nothing more.
+		return ErrPeerClosed.Error()
+	}
+	return ErrSessionClosed.Error() + ": " + strings.TrimPrefix(e.reason.Error(), "tendril: ") + ": " + e.cause.Error()
+}
+
+func (e *closedError) Unwrap() []error { return []error{ErrSessionClosed, e.reason, e.cause} }

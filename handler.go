@@ -45,55 +45,55 @@ func (p *Protocol) info() protocol.Info {
 // flow control, the peer's sends on it).
 type Handler interface {
 	// Connected is called when the protocol stream has been negotiated.
-	Connected(ctx *Context, version string)
+	Connected(c *Context, version string)
 	// Received is called for each message. msg belongs to the handler.
-	Received(ctx *Context, msg []byte)
+	Received(c *Context, msg []byte)
 	// Disconnected is called once when the stream has ended, whatever the reason.
-	Disconnected(ctx *Context)
+	Disconnected(c *Context)
 }
 
 // HandlerFuncs adapts plain functions to Handler; nil fields do nothing.
 type HandlerFuncs struct {
-	OnConnected    func(ctx *Context, version string)
-	OnReceived     func(ctx *Context, msg []byte)
-	OnDisconnected func(ctx *Context)
+	OnConnected    func(c *Context, version string)
+	OnReceived     func(c *Context, msg []byte)
+	OnDisconnected func(c *Context)
 }
 
 // Connected calls h.OnConnected if it is set.
-func (h HandlerFuncs) Connected(ctx *Context, version string) {
+func (h HandlerFuncs) Connected(c *Context, version string) {
 	if h.OnConnected != nil {
-		h.OnConnected(ctx, version)
+		h.OnConnected(c, version)
 	}
 }
 
 // Received calls h.OnReceived if it is set.
-func (h HandlerFuncs) Received(ctx *Context, msg []byte) {
+func (h HandlerFuncs) Received(c *Context, msg []byte) {
 	if h.OnReceived != nil {
-		h.OnReceived(ctx, msg)
+		h.OnReceived(c, msg)
 	}
 }
 
 // Disconnected calls h.OnDisconnected if it is set.
-func (h HandlerFuncs) Disconnected(ctx *Context) {
+func (h HandlerFuncs) Disconnected(c *Context) {
 	if h.OnDisconnected != nil {
-		h.OnDisconnected(ctx)
+		h.OnDisconnected(c)
 	}
 }
 
 // StreamHandler handles one protocol in raw mode: it owns the stream until it returns, and
 // the Service closes the stream then. ServeStream is called on its own goroutine; it should
-// return when the stream fails or when ctx.Done() is closed (the session is ending, for
+// return when the stream fails or when c.Done() is closed (the session is ending, for
 // whatever reason); see Config.HandlerExitTimeout for one that does not.
 type StreamHandler interface {
-	ServeStream(ctx *Context, version string, stream net.Conn)
+	ServeStream(c *Context, version string, stream net.Conn)
 }
 
 // StreamHandlerFunc adapts a function to StreamHandler.
-type StreamHandlerFunc func(ctx *Context, version string, stream net.Conn)
+type StreamHandlerFunc func(c *Context, version string, stream net.Conn)
 
 // ServeStream calls f.
-func (f StreamHandlerFunc) ServeStream(ctx *Context, version string, stream net.Conn) {
-	f(ctx, version, stream)
+func (f StreamHandlerFunc) ServeStream(c *Context, version string, stream net.Conn) {
+	f(c, version, stream)
 }
 
 // Context is what a handler knows about its stream: the session, the protocol and version,

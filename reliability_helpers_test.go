@@ -14,64 +14,8 @@ import (
 	"go.uber.org/goleak"
 )
 
-// This file holds the helpers of the reliability tests (reliability_*_test.go): an event
-// recorder, a handler that verifies every message it is given, and leak checks for
-// goroutines and file descriptors.
-
-// eventLog drains a Service's Events channel into a slice, so that no event is dropped and
-// tests can wait for one. Its goroutine ends when the Service closes the channel.
-type eventLog struct {
-	mu      sync.Mutex
-	evs     []Event
-	changed chan struct{}
-}
-
-func collectEvents(svc *Service) *eventLog {
-	l := &eventLog{changed: make(chan struct{}, 1)}
-	go func() {
-		for e := range svc.Events() {
-			l.mu.Lock()
-			l.evs = append(l.evs, e)
-			l.mu.Unlock()
-			select {
-			case l.changed <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	return l
-}
-
-// find returns the first recorded event that match accepts.
-func (l *eventLog) find(match func(Event) bool) (Event, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, e := range l.evs {
-		if match(e) {
-			return e, true
-		}
-	}
-	return Event{}, false
-}
-
-// waitFor waits (generously) for an event that match accepts.
-func (l *eventLog) waitFor(t *testing.T, what string, match func(Event) bool) Event {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		if e, ok := l.find(match); ok {
-			return e
-		}
-		select {
-		case <-l.changed:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			t.Fatalf("timed out waiting for %s; events: %v", what, l.evs)
-		}
-	}
-}
+// The helpers of the reliability tests (reliability_*_test.go): a handler that verifies
+// every message it is given, and leak checks for goroutines and file descriptors.
 
 // checker is a Handler that verifies every message: its BLAKE3 digest (see digestMsg) and
 // its sequence number, which must be exactly one more than the previous one on the same
@@ -90,13 +34,14 @@ func newChecker() *checker {
 }
 
 func (c *checker) Connected(*Context, string) {}
-func (c *checker) Disconnected(*Context)      {}
 
-func (c *checker) Received(ctx *Context, msg []byte) {
+func (c *checker) Disconnected(*Context) {}
+
+func (c *checker) Received(hc *Context, msg []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.total++
-	sess := ctx.Session()
+	sess := hc.Session()
 	want := c.next[sess]
 	switch {
 	case !checkDigest(msg):
@@ -130,14 +75,8 @@ func (c *checker) violations() []string {
 // waitCount waits until sess has delivered n messages.
 func (c *checker) waitCount(t *testing.T, sess *Session, n int) {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for c.count(sess) < n {
-		select {
-		case <-c.changed:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("timed out: %d of %d messages on session %d", c.count(sess), n, sess.ID())
-		}
+	if !eventually(30*time.Second, 50*time.Millisecond, c.changed, func() bool { return c.count(sess) >= n }) {
+		t.Fatalf("timed out: %d of %d messages on session %d", c.count(sess), n, sess.ID())
 	}
 }
 

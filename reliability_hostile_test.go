@@ -74,34 +74,6 @@ func (g *goodPeer) chat(t *testing.T, n int) {
 	g.box.assertClean(t)
 }
 
-// countEvents counts recorded events that match.
-func (l *eventLog) count(match func(Event) bool) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, e := range l.evs {
-		if match(e) {
-			n += max(e.Count, 1) // coalesced repeats count for what they stand for
-		}
-	}
-	return n
-}
-
-func (l *eventLog) waitCount(t *testing.T, what string, n int, match func(Event) bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c := l.count(match)
-		if c >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d events, want %d", what, c, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func dialTCP(t *testing.T, addr Addr) *net.TCPConn {
 	t.Helper()
 	_, hp, err := addr.hostPort()

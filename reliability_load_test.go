@@ -35,12 +35,12 @@ type echoHandler struct{ bad atomic.Int64 }
 
 func (h *echoHandler) Connected(*Context, string) {}
 func (h *echoHandler) Disconnected(*Context)      {}
-func (h *echoHandler) Received(ctx *Context, msg []byte) {
+func (h *echoHandler) Received(c *Context, msg []byte) {
 	if !checkDigest(msg) {
 		h.bad.Add(1)
 		return
 	}
-	if err := ctx.SendContext(context.Background(), msg); err != nil {
+	if err := c.SendContext(context.Background(), msg); err != nil {
 		h.bad.Add(1)
 	}
 }
@@ -66,10 +66,10 @@ func pingMsg(seq int) []byte {
 
 func (p *pinger) Connected(*Context, string) {}
 func (p *pinger) Disconnected(*Context)      {}
-func (p *pinger) Received(ctx *Context, msg []byte) {
+func (p *pinger) Received(c *Context, msg []byte) {
 	now := time.Now()
 	p.mu.Lock()
-	n := p.got[ctx]
+	n := p.got[c]
 	ok := checkDigest(msg) && string(msg[32:40]) == fmt.Sprintf("%08d", n)
 	if !ok {
 		p.bad++
@@ -77,10 +77,10 @@ func (p *pinger) Received(ctx *Context, msg []byte) {
 		p.rtts = append(p.rtts, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(msg[40:])))))
 	}
 	n++
-	p.got[ctx] = n
+	p.got[c] = n
 	p.mu.Unlock()
 	if n < p.rounds {
-		if err := ctx.Send(pingMsg(n)); err != nil {
+		if err := c.Send(pingMsg(n)); err != nil {
 			p.mu.Lock()
 			p.bad++
 			p.mu.Unlock()

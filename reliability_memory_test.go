@@ -69,16 +69,16 @@ func memoryConfig(box *checker, release *gate) Config {
 	cfg := hostileConfig(box)
 	cfg.Protocols = append(cfg.Protocols,
 		Protocol{Name: memRawProto, Versions: []string{"1"}, StreamHandler: StreamHandlerFunc(
-			func(ctx *Context, _ string, _ net.Conn) {
+			func(c *Context, _ string, _ net.Conn) {
 				select { // not reading
-				case <-ctx.Done():
+				case <-c.Done():
 				case <-release.wait():
 				}
 			})},
 		Protocol{Name: memBlockProto, Versions: []string{"1"}, Handler: HandlerFuncs{
-			OnReceived: func(ctx *Context, _ []byte) {
+			OnReceived: func(c *Context, _ []byte) {
 				select { // blocked in the first message
-				case <-ctx.Done():
+				case <-c.Done():
 				case <-release.wait():
 				}
 			}}},

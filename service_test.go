@@ -13,101 +13,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tendril-p2p/tendril/hash/blake3"
 	"github.com/tendril-p2p/tendril/protocol"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var loopback = MustParseAddr("/ip4/127.0.0.1/tcp/0")
-
-// inbox records the messages a handler receives, with the stream events.
-type inbox struct {
-	mu        sync.Mutex
-	msgs      [][]byte
-	versions  []string
-	connected int
-	gone      int
-	changed   chan struct{}
-}
-
-func newInbox() *inbox { return &inbox{changed: make(chan struct{}, 1)} }
-
-func (b *inbox) poke() {
-	select {
-	case b.changed <- struct{}{}:
-	default:
-	}
-}
-
-func (b *inbox) Connected(_ *Context, v string) {
-	b.mu.Lock()
-	b.connected++
-	b.versions = append(b.versions, v)
-	b.mu.Unlock()
-	b.poke()
-}
-
-func (b *inbox) Received(_ *Context, msg []byte) {
-	b.mu.Lock()
-	b.msgs = append(b.msgs, msg)
-	b.mu.Unlock()
-	b.poke()
-}
-
-func (b *inbox) Disconnected(*Context) {
-	b.mu.Lock()
-	b.gone++
-	b.mu.Unlock()
-	b.poke()
-}
-
-// waitFor polls cond whenever the inbox changes, up to a generous deadline.
-func (b *inbox) waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		b.mu.Lock()
-		ok := cond()
-		b.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-b.changed:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-func newService(t testing.TB, cfg Config) *Service {
-	t.Helper()
-	svc, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	return svc
-}
-
-func listen(t testing.TB, svc *Service) Addr {
-	t.Helper()
-	a, err := svc.Listen(context.Background(), loopback)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-func echoProto(name string, box *inbox, versions ...string) Protocol {
-	if len(versions) == 0 {
-		versions = []string{"1.0"}
-	}
-	return Protocol{Name: name, Versions: versions, Handler: box}
-}
 
 func TestTwoPeersExchange(t *testing.T) {
 	ba, bb := newInbox(), newInbox()
@@ -176,21 +86,6 @@ func TestDialWrongPeerID(t *testing.T) {
 	}
 	if sess.Peer() != b.ID() {
 		t.Fatal("wrong peer learned")
-	}
-}
-
-func waitEvent(t *testing.T, s *Service, typ EventType) bool {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case e := <-s.Events():
-			if e.Type == typ {
-				return true
-			}
-		case <-timeout:
-			return false
-		}
 	}
 }
 
@@ -263,44 +158,6 @@ func TestUnknownProtocol(t *testing.T) {
 	if err := sess.OpenProtocol(context.Background(), "/nowhere"); !errors.Is(err, ErrUnknownProtocol) {
 		t.Fatalf("unregistered locally: %v", err)
 	}
-}
-
-// digestMsg makes a message whose first 32 bytes are the BLAKE3 of the rest.
-func digestMsg(seq, size int) []byte {
-	if size < 40 {
-		size = 40
-	}
-	m := make([]byte, size)
-	copy(m[32:], fmt.Sprintf("%08d", seq))
-	rand.Read(m[40:])
-	sum := blake3.Sum256(m[32:])
-	copy(m, sum[:])
-	return m
-}
-
-func checkDigest(m []byte) bool {
-	if len(m) < 40 {
-		return false
-	}
-	sum := blake3.Sum256(m[32:])
-	return bytes.Equal(sum[:], m[:32])
-}
-
-// echoPair dials from a Service to another, both serving protocol name with echoProto, and
-// opens it; messages arriving at the listening side go to bb.
-func echoPair(t *testing.T, name string) (sess *Session, bb *inbox, a, b *Service) {
-	t.Helper()
-	bb = newInbox()
-	a = newService(t, Config{Protocols: []Protocol{echoProto(name, newInbox())}})
-	b = newService(t, Config{Protocols: []Protocol{echoProto(name, bb)}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.OpenProtocol(context.Background(), name); err != nil {
-		t.Fatal(err)
-	}
-	return sess, bb, a, b
 }
 
 func TestOrderingTenThousand(t *testing.T) {
@@ -609,8 +466,8 @@ func TestConcurrentProtocols(t *testing.T) {
 
 func TestRawStreamProtocol(t *testing.T) {
 	got := make(chan []byte, 1)
-	recv := StreamHandlerFunc(func(ctx *Context, _ string, st net.Conn) {
-		if ctx.Outbound() {
+	recv := StreamHandlerFunc(func(c *Context, _ string, st net.Conn) {
+		if c.Outbound() {
 			st.Write([]byte("raw bytes"))
 			return
 		}
@@ -676,44 +533,15 @@ func TestLegacyTEA(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	bad := []Config{
-		{MaxConnections: -1},
-		{Protocols: []Protocol{{Name: "nope", Versions: []string{"1"}, Handler: HandlerFuncs{}}}},
-		{Protocols: []Protocol{{Name: "/x", Versions: []string{"1"}}}},
-		{Protocols: []Protocol{{Name: "/x", Versions: []string{"1"}, Handler: HandlerFuncs{}}, {Name: "/x", Versions: []string{"1"}, Handler: HandlerFuncs{}}}},
-		{SendQueueBytes: 10, MaxMessageSize: 100},
-		{LegacyTEA: &LegacyTEAConfig{Key: []byte("short")}},
+// TestBroadcastUnknownProtocol: a misspelt protocol name is an error, as for Send, not "sent
+// to nobody".
+func TestBroadcastUnknownProtocol(t *testing.T) {
+	a := newService(t, Config{Protocols: []Protocol{echoProto("/known", newInbox())}})
+	n, err := a.Broadcast("/unknown", []byte("x"), nil)
+	if n != 0 || !errors.Is(err, ErrUnknownProtocol) {
+		t.Fatalf("Broadcast on an unregistered protocol: %d, %v", n, err)
 	}
-	for i, c := range bad {
-		if _, err := New(c); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("case %d: %v, want ErrInvalidConfig", i, err)
-		}
-	}
-}
-
-func TestParseAddr(t *testing.T) {
-	key, _ := secio.GenerateKey()
-	id := key.PeerID()
-	good := []string{
-		"/ip4/127.0.0.1/tcp/4001",
-		"/ip6/::1/tcp/4001",
-		"/dns4/localhost/tcp/1",
-		"/ip4/10.0.0.1/tcp/9/p2p/" + id.String(),
-	}
-	for _, s := range good {
-		a, err := ParseAddr(s)
-		if err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-		if a.String() != s {
-			t.Fatalf("round trip %s -> %s", s, a)
-		}
-	}
-	bad := []string{"", "/ip4/1.2.3.4", "/ip4/1.2.3.4/udp/1", "/ip4/1.2.3.4/tcp/1/p2p/", "/ip4/1.2.3.4/tcp/1/p2p/notanid", "garbage"}
-	for _, s := range bad {
-		if _, err := ParseAddr(s); !errors.Is(err, ErrInvalidAddr) {
-			t.Errorf("%q: %v, want ErrInvalidAddr", s, err)
-		}
+	if n, err := a.Broadcast("/known", []byte("x"), nil); n != 0 || err != nil {
+		t.Fatalf("Broadcast with no session: %d, %v", n, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // BenchmarkHandshake runs complete handshakes, both sides, over net.Pipe and
@@ -237,7 +238,7 @@ func tlsPair(b *testing.B) (net.Conn, net.Conn) {
 	pool := x509.NewCertPool()
 	leaf, _ := x509.ParseCertificate(der)
 	pool.AddCert(leaf)
-	x, y := tcpPair(b)
+	x, y := testutil.TCPPair(b)
 	srv := tls.Server(y, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
 	cli := tls.Client(x, &tls.Config{RootCAs: pool, ServerName: "bench", MinVersion: tls.VersionTLS13})
 	errc := make(chan error, 1)

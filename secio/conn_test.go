@@ -15,6 +15,7 @@ import (
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
 	"github.com/tendril-p2p/tendril/cipher/tea"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 func TestRoundTripAllSuites(t *testing.T) {
@@ -98,7 +99,7 @@ func (c *countingConn) count() int {
 }
 
 func TestOneFramePerWrite(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	ca := &countingConn{Conn: a}
 	cfgA, cfgB := testConfig("a"), testConfig("b")
 	cfgA.MaxFrameSize = 4096
@@ -383,7 +384,7 @@ func (c *readSizeConn) max() int {
 
 func TestOversizeLengthPrefix(t *testing.T) {
 	for _, prefix := range [][]byte{{0, 0, 0x08, 0x12}, {0xff, 0xff, 0xff, 0xff}} {
-		a, b := tcpPair(t)
+		a, b := testutil.TCPPair(t)
 		rb := &readSizeConn{Conn: b}
 		cfgB := testConfig("b")
 		cfgB.MaxFrameSize = 2048

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // classical returns cfg restricted to X25519.
@@ -161,7 +162,7 @@ func TestTruncatedHandshake(t *testing.T) {
 // out.
 func TestSplicedRoles(t *testing.T) {
 	for _, mode := range handshakeModes {
-		a, b := tcpPair(t)
+		a, b := testutil.TCPPair(t)
 		var wg sync.WaitGroup
 		var errA, errB error
 		wg.Add(2)
@@ -565,7 +566,7 @@ func TestIdentitiesHidden(t *testing.T) {
 }
 
 func TestHelloTimeout(t *testing.T) {
-	x, y := tcpPair(t)
+	x, y := testutil.TCPPair(t)
 	defer y.Close()
 	cfg := testConfig("b")
 	cfg.HelloTimeout = 100 * time.Millisecond
@@ -579,7 +580,7 @@ func TestHelloTimeout(t *testing.T) {
 	}
 	// A ClientHello in time extends the deadline to HandshakeTimeout: a
 	// slow listener reply does not end the handshake.
-	x, y = tcpPair(t)
+	x, y = testutil.TCPPair(t)
 	ca := testConfig("a")
 	go func() {
 		time.Sleep(20 * time.Millisecond)

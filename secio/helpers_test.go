@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tendril-p2p/tendril/internal/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -67,34 +68,7 @@ type transport struct {
 
 var transports = []transport{
 	{"pipe", func(t testing.TB) (net.Conn, net.Conn) { return net.Pipe() }},
-	{"tcp", tcpPair},
-}
-
-func tcpPair(t testing.TB) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- res{c, err}
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return a, r.c
+	{"tcp", testutil.TCPPair},
 }
 
 // handshakePair runs Client on a and Server on b concurrently.

@@ -15,13 +15,14 @@ import (
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
 	"github.com/tendril-p2p/tendril/cipher/tea"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 var legacyKey = []byte("0123456789abcdef")
 
 func legacyPair(t *testing.T, cfg *LegacyConfig) (*Conn, *Conn) {
 	t.Helper()
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	la, err := LegacyTEA(a, legacyKey, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // TestNotTendrilPeer: when something other than a tendril peer answers (an HTTP server)
@@ -23,7 +25,7 @@ func TestNotTendrilPeer(t *testing.T) {
 		{"zeros", false, "\x00\x00\x00\x00\x00", "unexpected bytes 00 00 00 00 (as a length prefix 0, want 1 to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ours, theirs := tcpPair(t)
+			ours, theirs := testutil.TCPPair(t)
 			defer ours.Close()
 			go func() {
 				defer theirs.Close()

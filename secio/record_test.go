@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // TestKeyUpdate sets a tiny key-update threshold on both sides and moves
@@ -97,7 +98,7 @@ func TestKeyUpdateThreshold(t *testing.T) {
 // counter value) is refused, as is a replay of an earlier frame.
 func TestOldKeyRefused(t *testing.T) {
 	for _, replay := range []bool{false, true} {
-		x, y := tcpPair(t)
+		x, y := testutil.TCPPair(t)
 		var rec recorder
 		sa, sb, errA, errB := handshakePair(&recordConn{Conn: x, rec: &rec}, y, testConfig("a"), testConfig("b"))
 		if errA != nil || errB != nil {
@@ -374,7 +375,7 @@ func (c *countConn) Write(p []byte) (int, error) {
 // does.
 func TestNoCloseRecordAfterReset(t *testing.T) {
 	for _, reset := range []bool{false, true} {
-		x, y := tcpPair(t)
+		x, y := testutil.TCPPair(t)
 		cx := &countConn{Conn: x}
 		sa, sb, errA, errB := handshakePair(cx, y, testConfig("a"), testConfig("b"))
 		if errA != nil || errB != nil {

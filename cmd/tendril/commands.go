@@ -84,8 +84,8 @@ func cmdVersion(_ context.Context, args []string, stdout, stderr io.Writer) erro
 
 // responderProtocols are what `tendril listen` serves.
 func responderProtocols() []tendril.Protocol {
-	echo := tendril.HandlerFuncs{OnReceived: func(ctx *tendril.Context, msg []byte) {
-		_ = ctx.SendContext(context.Background(), msg)
+	echo := tendril.HandlerFuncs{OnReceived: func(c *tendril.Context, msg []byte) {
+		_ = c.SendContext(context.Background(), msg)
 	}}
 	sink := tendril.StreamHandlerFunc(func(_ *tendril.Context, _ string, st net.Conn) {
 		n, err := io.Copy(io.Discard, st)

@@ -122,35 +122,35 @@ func short(s string) string {
 }
 
 // Connected implements tendril.Handler.
-func (n *node) Connected(ctx *tendril.Context, version string) {
-	sess := ctx.Session()
+func (n *node) Connected(c *tendril.Context, version string) {
+	sess := c.Session()
 	n.mu.Lock()
-	n.peers[ctx] = ""
+	n.peers[c] = ""
 	n.mu.Unlock()
 	if protocol.CompareVersions(version, "1.1") >= 0 {
 		intro := message{nick: n.name}
-		if err := ctx.Send(intro.encode(version)); err != nil {
-			n.printf("could not introduce myself to %s: %v", peerName(ctx), err)
+		if err := c.Send(intro.encode(version)); err != nil {
+			n.printf("could not introduce myself to %s: %v", peerName(c), err)
 		}
 	}
 	security := sess.Suite().String()
 	if !sess.Secure() {
 		security = "TEA legacy mode, INSECURE: no integrity, no authentication"
 	}
-	n.printf("joined: %s at %s (%s, chat %s)", peerName(ctx), sess.RemoteAddr().Transport, security, version)
+	n.printf("joined: %s at %s (%s, chat %s)", peerName(c), sess.RemoteAddr().Transport, security, version)
 }
 
 // Received implements tendril.Handler.
-func (n *node) Received(ctx *tendril.Context, b []byte) {
-	m, err := decode(b, ctx.Version())
+func (n *node) Received(c *tendril.Context, b []byte) {
+	m, err := decode(b, c.Version())
 	if err != nil {
-		n.printf("dropped a malformed message from %s", peerName(ctx))
+		n.printf("dropped a malformed message from %s", peerName(c))
 		return
 	}
-	if m.text == "" && protocol.CompareVersions(ctx.Version(), "1.1") >= 0 {
+	if m.text == "" && protocol.CompareVersions(c.Version(), "1.1") >= 0 {
 		n.mu.Lock()
-		if _, ok := n.peers[ctx]; ok {
-			n.peers[ctx] = m.nick
+		if _, ok := n.peers[c]; ok {
+			n.peers[c] = m.nick
 		}
 		n.mu.Unlock()
 		return
@@ -169,27 +169,27 @@ func (n *node) Received(ctx *tendril.Context, b []byte) {
 	if n.onLine != nil {
 		n.onLine(m.nick, m.text)
 	}
-	n.forward(&m, ctx)
+	n.forward(&m, c)
 }
 
 // Disconnected implements tendril.Handler.
-func (n *node) Disconnected(ctx *tendril.Context) {
+func (n *node) Disconnected(c *tendril.Context) {
 	n.mu.Lock()
-	nick := n.peers[ctx]
-	delete(n.peers, ctx)
+	nick := n.peers[c]
+	delete(n.peers, c)
 	n.mu.Unlock()
 	if nick != "" {
-		n.printf("left: %s (%s)", nick, peerName(ctx))
+		n.printf("left: %s (%s)", nick, peerName(c))
 		return
 	}
-	n.printf("left: %s", peerName(ctx))
+	n.printf("left: %s", peerName(c))
 }
 
-func peerName(ctx *tendril.Context) string {
-	if ctx.Peer().IsZero() {
-		return "legacy peer " + ctx.Session().RemoteAddr().Transport.String()
+func peerName(c *tendril.Context) string {
+	if c.Peer().IsZero() {
+		return "legacy peer " + c.Session().RemoteAddr().Transport.String()
 	}
-	return short(ctx.Peer().String())
+	return short(c.Peer().String())
 }
 
 // say sends a line typed here to every peer, and returns to how many.

@@ -3,7 +3,35 @@ package tendril
 import (
 	"errors"
 	"testing"
+
+	"github.com/tendril-p2p/tendril/secio"
 )
+
+func TestParseAddr(t *testing.T) {
+	key, _ := secio.GenerateKey()
+	id := key.PeerID()
+	good := []string{
+		"/ip4/127.0.0.1/tcp/4001",
+		"/ip6/::1/tcp/4001",
+		"/dns4/localhost/tcp/1",
+		"/ip4/10.0.0.1/tcp/9/p2p/" + id.String(),
+	}
+	for _, s := range good {
+		a, err := ParseAddr(s)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if a.String() != s {
+			t.Fatalf("round trip %s -> %s", s, a)
+		}
+	}
+	bad := []string{"", "/ip4/1.2.3.4", "/ip4/1.2.3.4/udp/1", "/ip4/1.2.3.4/tcp/1/p2p/", "/ip4/1.2.3.4/tcp/1/p2p/notanid", "garbage"}
+	for _, s := range bad {
+		if _, err := ParseAddr(s); !errors.Is(err, ErrInvalidAddr) {
+			t.Errorf("%q: %v, want ErrInvalidAddr", s, err)
+		}
+	}
+}
 
 // FuzzParseAddr feeds arbitrary strings to ParseAddr (user input: command lines, config
 // files, addresses learnt from peers). It must never panic; what it accepts must print back

@@ -1,0 +1,372 @@
+package tendril
+
+// Opening and accepting protocol streams: negotiation, registration (the dual-open rule)
+// and the start of what serves them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/tendril-p2p/tendril/mux"
+	"github.com/tendril-p2p/tendril/protocol"
+)
+
+// OpenProtocol opens the named protocol on this session and negotiates its version.
+//
+// For a message-mode protocol (Protocol.Handler) a session has at most one stream per
+// protocol: OpenProtocol returns nil once it is negotiated and this side's handler is
+// starting (Connected comes before any message), or at once if it is already open. Messages
+// sent from here right away reach the peer's handler after its Connected; the peer registers
+// its end before it answers, so once this returns a Send on the peer finds the protocol
+// open. For a raw-mode protocol
+// (Protocol.StreamHandler) every call opens a new stream and runs the local StreamHandler
+// on it, as the remote one runs on the other end.
+//
+// Negotiation failures are returned (they wrap protocol.ErrUnknownProtocol,
+// protocol.ErrNoCommonVersion, ...) and reported as events.
+func (s *Session) OpenProtocol(ctx context.Context, name string) error {
+	p := s.svc.protocol(name)
+	if p == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
+	}
+	if !s.allows(p) {
+		return fmt.Errorf("%w: %q", ErrInsecureSession, name)
+	}
+	if p.StreamHandler != nil {
+		return s.openAndStart(ctx, p) // a new stream per call
+	}
+	ch, err := s.reserveOpen(ctx, name)
+	if ch == nil {
+		return err // open already, or not to be
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.opening, name)
+		s.checkSettledLocked()
+		s.mu.Unlock()
+		close(ch)
+	}()
+	return s.openAndStart(ctx, p)
+}
+
+// reserveOpen waits until no other OpenProtocol of the message-mode protocol name is in
+// progress, then records this one in s.opening and returns its channel, for the caller to
+// remove and close; nil if the protocol is open by then, the session closing, or ctx done
+// (the error says which).
+func (s *Session) reserveOpen(ctx context.Context, name string) (chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.state != sessionOpen {
+			return nil, ErrSessionClosed
+		}
+		if s.streams[name] != nil {
+			return nil, nil
+		}
+		wait, busy := s.opening[name]
+		if !busy {
+			ch := make(chan struct{})
+			s.opening[name] = ch
+			return ch, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			s.mu.Lock()
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+}
+
+// openAndStart opens a stream of p, negotiates it and registers it (startStream), then runs
+// what serves it; an error says why it was not registered (nil if another stream of p won).
+func (s *Session) openAndStart(ctx context.Context, p *Protocol) error {
+	st, version, err := s.openStream(ctx, p)
+	if err != nil {
+		return err
+	}
+	_, run := s.startStream(p, version, st, true)
+	if run == nil {
+		st.Reset()
+		return s.refused(p)
+	}
+	go run()
+	return nil
+}
+
+// refused is why OpenProtocol's stream of p was not registered: nil if one of p is open
+// (both sides opened it at once, and the other stream won), else why not.
+func (s *Session) refused(p *Protocol) error {
+	if !s.svc.registered(p) {
+		return fmt.Errorf("%w: %q removed", ErrUnknownProtocol, p.Name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != sessionOpen {
+		return ErrSessionClosed
+	}
+	return nil
+}
+
+// OpenStream opens a new stream of the named raw-mode protocol and returns it to the caller
+// with the negotiated version, without running the local StreamHandler: the caller owns the
+// stream and must close it. The remote's StreamHandler serves the other end.
+func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string, error) {
+	p := s.svc.protocol(name)
+	if p == nil {
+		return nil, "", fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
+	}
+	if p.StreamHandler == nil {
+		return nil, "", fmt.Errorf("tendril: %q is a message-mode protocol: use OpenProtocol and Send", name)
+	}
+	if !s.allows(p) {
+		return nil, "", fmt.Errorf("%w: %q", ErrInsecureSession, name)
+	}
+	s.mu.Lock()
+	closing := s.state != sessionOpen
+	s.mu.Unlock()
+	if closing {
+		return nil, "", ErrSessionClosed
+	}
+	if len(p.Versions) == 1 {
+		return s.openStreamLazy(ctx, p)
+	}
+	st, version, err := s.openStream(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	return st, version, nil
+}
+
+// openStreamLazy opens a mux stream for a protocol with one version and negotiates it
+// lazily: the request goes with the first data, and a refusal is the first Read's error.
+func (s *Session) openStreamLazy(ctx context.Context, p *Protocol) (net.Conn, string, error) {
+	st, err := s.openMuxStream(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	lc, err := protocol.NegotiateLazy(st, p.Name, p.Versions[0], s.svc.cfg.NegotiationTimeout)
+	if err != nil {
+		st.Reset()
+		return nil, "", fmt.Errorf("tendril: negotiate %s: %w", p.Name, err)
+	}
+	return lc, p.Versions[0], nil
+}
+
+// openStream opens a mux stream and negotiates p on it, within NegotiationTimeout. The
+// session's end needs no watcher here: closing the mux fails the stream's I/O.
+func (s *Session) openStream(ctx context.Context, p *Protocol) (*mux.Stream, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.svc.cfg.NegotiationTimeout)
+	defer cancel()
+	st, err := s.openMuxStream(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	version, err := protocol.Negotiate(ctx, st, p.Name, p.Versions)
+	if err != nil {
+		st.Reset()
+		err = fmt.Errorf("tendril: negotiate %s: %w", p.Name, err)
+		s.svc.emitRepeat(s.protoEvent(EventNegotiationFailed, p.Name, "", err), netip.Addr{})
+		return nil, "", err
+	}
+	return st, version, nil
+}
+
+// openMuxStream opens a mux stream for p, reporting a stream limit as an event.
+func (s *Session) openMuxStream(ctx context.Context, p *Protocol) (*mux.Stream, error) {
+	st, err := s.mux.OpenStream(ctx)
+	if err != nil {
+		if errors.Is(err, mux.ErrTooManyStreams) || errors.Is(err, mux.ErrMemoryBudget) {
+			s.svc.emitRepeat(s.protoEvent(EventLimitReached, p.Name, "", err), netip.Addr{})
+		}
+		return nil, fmt.Errorf("tendril: open %s: %w", p.Name, err)
+	}
+	return st, nil
+}
+
+// refusedInsecure is what the acceptor answers when a legacy TEA peer asks for a protocol
+// that did not opt in: a typed refusal the peer can read.
+var refusedInsecure = &protocol.RefusedError{Code: protocol.CodeRefused, Reason: "not available on an insecure session"}
+
+// refusedRemoved is the answer for a protocol removed (RemoveProtocol) during its negotiation.
+var refusedRemoved = &protocol.RefusedError{Code: protocol.CodeUnknownProtocol, Reason: "protocol removed"}
+
+// acceptStream serves a stream the peer opened, on the goroutine the mux started for it: an
+// idle session has no goroutine of its own.
+func (s *Session) acceptStream(st *mux.Stream) {
+	s.mu.Lock()
+	if s.state != sessionOpen {
+		s.mu.Unlock()
+		st.Reset()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	// The stream is served on a fresh goroutine: negotiation grows a stack that would
+	// never shrink back while the handler, which may wait for hours, holds it (8 KB instead
+	// of 12 KB per idle stream in bench/).
+	if run := s.acceptProtocol(st); run != nil {
+		go run()
+	}
+}
+
+// acceptProtocol negotiates a stream the peer opened and registers it; it returns what
+// serves the stream, or nil.
+func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
+	defer s.wg.Done()
+	// The acceptor waits half as long again as the opener: when a request stalls, the opener
+	// (whose timer started first) must be the one to time out and report it, rather than see
+	// the acceptor give up and close the stream a moment earlier. Not derived from s.ctx:
+	// closing the mux fails the stream's I/O, and a child would cost each session a map.
+	ctx, cancel := context.WithTimeout(context.Background(), s.svc.cfg.NegotiationTimeout*3/2)
+	var (
+		ps       *protoStream
+		accepted bool // registered; false: refused by the dual-open rule, reset after answering
+	)
+	// The stream is registered before the answer leaves (with its writer held back until
+	// the answer is sent), so that once the opener's OpenProtocol returns, a Send on this
+	// end finds the protocol open.
+	info, _, err := protocol.AcceptCommit(ctx, st, s.svc.registry, func(info protocol.Info, version string) error {
+		p := s.svc.protocol(info.Name)
+		if p == nil {
+			return refusedRemoved // removed since the registry found it
+		}
+		if !s.allows(p) {
+			return refusedInsecure
+		}
+		ps, run = s.startStream(p, version, st, false)
+		accepted = run != nil
+		return nil
+	})
+	cancel()
+	if err != nil {
+		if accepted {
+			ps.discard(err) // registered, but the answer did not get out
+		}
+		st.Close() // not Reset: the refusal must reach the opener
+		s.svc.emitRepeat(s.protoEvent(EventNegotiationFailed, info.Name, "", fmt.Errorf("tendril: accept protocol: %w", err)), netip.Addr{})
+		return nil
+	}
+	if !accepted {
+		st.Reset()
+		return nil
+	}
+	ps.answered()
+	return run
+}
+
+// startStream registers a negotiated stream and returns it with what serves it, which the
+// caller runs on a new goroutine; a nil run means the stream was refused, and the caller
+// resets it. A stream the peer opened (!outbound) is registered before the answer is sent:
+// its writer waits for answered. A message-mode protocol has at most one stream per
+// session; when both sides opened it at once, both keep the stream opened by the session's
+// dialling side and close the other.
+func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbound bool) (ps *protoStream, run func()) {
+	ps = &protoStream{
+		sess:      s,
+		proto:     p,
+		version:   version,
+		st:        st,
+		outbound:  outbound,
+		connected: make(chan struct{}),
+		sendQueue: sendQueue{mu: &s.mu, closing: make(chan struct{}), wdone: make(chan struct{})},
+	}
+	if !outbound {
+		ps.writer = writerHeld
+	}
+	ps.handlerCtx = &Context{ps: ps}
+	if p.StreamHandler != nil {
+		return ps, s.startRaw(ps)
+	}
+	fromDialer := outbound == (s.dir == Outbound)
+	s.mu.Lock()
+	if s.state != sessionOpen || !s.svc.registered(p) {
+		s.mu.Unlock()
+		return ps, nil
+	}
+	var replaced *protoStream
+	if old := s.streams[p.Name]; old != nil {
+		oldFromDialer := old.outbound == (s.dir == Outbound)
+		if !fromDialer || oldFromDialer {
+			s.mu.Unlock()
+			return ps, nil
+		}
+		replaced = old
+	} else if _, pending := s.opening[p.Name]; pending && !outbound && s.dir == Outbound {
+		// Our own open, from the dialling side, will win: refuse the peer's.
+		s.mu.Unlock()
+		return ps, nil
+	}
+	s.streams[p.Name] = ps
+	s.used = true
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.countStream(outbound)
+	if replaced != nil {
+		replaced.abort()
+	}
+	s.svc.emit(s.protoEvent(EventProtocolOpened, p.Name, version, nil))
+	return ps, ps.readLoop
+}
+
+// countStream counts a protocol stream registered, by who opened it.
+func (s *Session) countStream(outbound bool) {
+	if outbound {
+		s.counts.streamsOpened.Add(1)
+	} else {
+		s.counts.streamsAccepted.Add(1)
+	}
+}
+
+// startRaw registers a raw-mode stream and returns what runs its StreamHandler and closes
+// the stream when the handler returns or the stream is asked to close.
+func (s *Session) startRaw(ps *protoStream) (run func()) {
+	s.mu.Lock()
+	if s.state != sessionOpen || !s.svc.registered(ps.proto) {
+		s.mu.Unlock()
+		return nil
+	}
+	s.raw[ps] = struct{}{}
+	s.used = true
+	s.wg.Add(1)
+	ps.setWriterLocked(writerDone) // a raw stream's handler writes to it itself
+	s.mu.Unlock()
+	s.countStream(ps.outbound)
+	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
+	// A handler stuck in I/O returns when the session goes: closing the mux fails every
+	// stream's reads and writes.
+	return func() {
+		defer s.wg.Done()
+		err := callHandler(ps.proto.Name, func() { ps.proto.StreamHandler.ServeStream(ps.handlerCtx, ps.version, ps.st) })
+		if err != nil {
+			s.svc.log.Error("stream handler panicked", "protocol", ps.proto.Name, "err", err)
+		}
+		ps.closeLocal()
+		lingerClose(ps.st, s.svc.cfg.ShutdownTimeout)
+		ps.finish(err)
+	}
+}
+
+// lingerClose ends a raw stream whose handler has returned: it sends end-of-stream after what
+// the handler wrote, then reads and discards what the peer still sends (so that a peer
+// blocked on flow control can finish and see the end) until the peer closes its side or
+// linger runs out, and resets the stream if it has to give up.
+func lingerClose(st *mux.Stream, linger time.Duration) {
+	if err := st.CloseWrite(); err != nil {
+		st.Reset()
+		return
+	}
+	_ = st.SetReadDeadline(time.Now().Add(linger))
+	if _, err := io.Copy(io.Discard, st); err != nil {
+		st.Reset()
+		return
+	}
+	st.Close()
+}

@@ -1,0 +1,180 @@
+package tendril
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/tendril-p2p/tendril/mux"
+)
+
+// TestMaxStreams checks both ends of the stream limit: a node refuses the peer's streams
+// beyond its own MaxStreams (the opener sees an error, nothing is queued), and refuses to
+// open more than its own MaxStreams (ErrTooManyStreams, with an event).
+func TestMaxStreams(t *testing.T) {
+	hold := StreamHandlerFunc(func(c *Context, _ string, st net.Conn) {
+		<-c.Done() // keep the stream open until the session ends
+	})
+	proto := Protocol{Name: "/hold", Versions: []string{"1"}, StreamHandler: hold}
+	small := mux.DefaultConfig()
+	small.MaxStreams = 4
+	server := newService(t, Config{Protocols: []Protocol{proto}, Mux: small})
+	big := mux.DefaultConfig()
+	big.MaxStreams = 64
+	client := newService(t, Config{Protocols: []Protocol{proto}, Mux: big})
+	sess, err := client.Dial(context.Background(), listen(t, server))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open []net.Conn
+	defer func() {
+		for _, st := range open {
+			st.Close()
+		}
+	}()
+	// A protocol with one version is negotiated lazily: a refusal is the first Read's error.
+	refusedAt := func(st net.Conn) bool {
+		st.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err := st.Read(make([]byte, 1))
+		st.SetReadDeadline(time.Time{})
+		return errors.Is(err, mux.ErrStreamReset)
+	}
+	refused := 0
+	for range 12 {
+		st, _, err := sess.OpenStream(context.Background(), "/hold")
+		if err != nil || refusedAt(st) {
+			refused++
+			continue
+		}
+		open = append(open, st)
+	}
+	if len(open) > 4 || refused < 8 {
+		t.Fatalf("server with MaxStreams 4 let %d streams open (%d refused)", len(open), refused)
+	}
+	// The session itself survives the refusals.
+	if st, _, err := sess.OpenStream(context.Background(), "/hold"); err == nil && !refusedAt(st) {
+		t.Fatal("a fifth stream was accepted")
+	}
+	select {
+	case <-sess.Done():
+		t.Fatalf("session closed by refused streams: %v", sess.Err())
+	default:
+	}
+
+	// Locally: a node does not open more than its own limit.
+	tiny := mux.DefaultConfig()
+	tiny.MaxStreams = 2
+	opener := newService(t, Config{Protocols: []Protocol{proto}, Mux: tiny})
+	s2, err := opener.Dial(context.Background(), listen(t, newService(t, Config{Protocols: []Protocol{proto}})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		st, _, err := s2.OpenStream(context.Background(), "/hold")
+		if err != nil {
+			t.Fatalf("stream %d within the limit: %v", i, err)
+		}
+		defer st.Close()
+	}
+	if _, _, err := s2.OpenStream(context.Background(), "/hold"); !errors.Is(err, mux.ErrTooManyStreams) {
+		t.Fatalf("third stream over a local limit of 2: %v", err)
+	}
+	if !waitEvent(t, opener, EventLimitReached) {
+		t.Fatal("no limit-reached event for the local stream limit")
+	}
+}
+
+// TestOpenProtocolRace: right after OpenProtocol returns on the opener, the acceptor's Send
+// on that protocol succeeds, 2,000 times out of 2,000 (docs/RELIABILITY.md had it fail in
+// 1-5% of tries).
+func TestOpenProtocolRace(t *testing.T) {
+	const tries = 2000
+	var (
+		connected = make(chan *Context, 1)
+		gone      = make(chan struct{}, 1)
+		received  = make(chan struct{}, 1)
+		srvGone   = make(chan struct{}, 1)
+	)
+	cliH := HandlerFuncs{
+		OnConnected:    func(c *Context, _ string) { connected <- c },
+		OnReceived:     func(*Context, []byte) { received <- struct{}{} },
+		OnDisconnected: func(*Context) { gone <- struct{}{} },
+	}
+	srvH := HandlerFuncs{OnDisconnected: func(*Context) { srvGone <- struct{}{} }}
+	a := newService(t, Config{Protocols: []Protocol{{Name: "/r", Versions: []string{"1"}, Handler: cliH}}})
+	b := newService(t, Config{Protocols: []Protocol{{Name: "/r", Versions: []string{"1"}, Handler: srvH}}})
+	sess, err := a.Dial(context.Background(), listen(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peerSess *Session
+	waitUntil(t, "acceptor session", func() bool { peerSess = b.Session(a.ID()); return peerSess != nil })
+	wait := func(what string, ch <-chan struct{}) {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s", what)
+		}
+	}
+	failures := 0
+	for i := range tries {
+		if err := sess.OpenProtocol(context.Background(), "/r"); err != nil {
+			t.Fatal(err)
+		}
+		if err := peerSess.Send("/r", []byte("x")); err != nil {
+			failures++
+			if failures == 1 {
+				t.Errorf("try %d: acceptor's Send right after OpenProtocol: %v", i, err)
+			}
+		} else {
+			wait("echo", received)
+		}
+		var hc *Context
+		select {
+		case hc = <-connected:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no Connected at the opener")
+		}
+		hc.Close()
+		wait("Disconnected at the opener", gone)
+		wait("Disconnected at the acceptor", srvGone)
+	}
+	if failures > 0 {
+		t.Fatalf("%d of %d tries failed", failures, tries)
+	}
+}
+
+// TestLegacyProtocolOptIn: on a legacy TEA session, a protocol without AllowLegacyTEA is
+// refused to the peer (a typed refusal) and cannot be opened locally.
+func TestLegacyProtocolOptIn(t *testing.T) {
+	key := make([]byte, 16)
+	p := echoProto("/secure-only", newInbox())
+	a := newService(t, Config{Protocols: []Protocol{p}, LegacyTEA: &LegacyTEAConfig{Key: key}})
+	b := newService(t, Config{Protocols: []Protocol{p}, LegacyTEA: &LegacyTEAConfig{Key: key}})
+	addr, err := b.ListenLegacy(context.Background(), loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := a.DialLegacy(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.OpenProtocol(context.Background(), "/secure-only"); !errors.Is(err, ErrInsecureSession) {
+		t.Fatalf("local open on a legacy session: %v", err)
+	}
+	// The peer refuses it too: open the stream by hand, past the local check.
+	st, err := sess.mux.OpenStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.Write(negRequest("/secure-only", "1.0"))
+	buf := make([]byte, 128)
+	st.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, _ := st.Read(buf)
+	if n < 7 || buf[3] != 3 { // a refusal
+		t.Fatalf("peer answered %x, want a refusal", buf[:n])
+	}
+}

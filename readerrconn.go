@@ -1,0 +1,58 @@
+package tendril
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// readErrConn passes reads and writes to the secure connection, remembers the first read
+// error and counts the bytes each way (Session.Stats).
+type readErrConn struct {
+	net.Conn
+	read    atomic.Uint64
+	written atomic.Uint64
+	err     atomic.Pointer[error]
+	once    sync.Once
+	failed  chan struct{} // closed when err is set
+}
+
+func newReadErrConn(c net.Conn) *readErrConn {
+	return &readErrConn{Conn: c, failed: make(chan struct{})}
+}
+
+func (c *readErrConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(uint64(n))
+	return n, err
+}
+
+func (c *readErrConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(uint64(n))
+	// A deadline is how the mux wakes a Read that reads its frames itself: not a failure.
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.err.CompareAndSwap(nil, &err)
+		c.once.Do(func() { close(c.failed) })
+	}
+	return n, err
+}
+
+// cause returns the first read error, waiting up to wait for the reader to report it: when
+// the mux has closed, the connection is closed and a read in progress returns promptly.
+func (c *readErrConn) cause(wait time.Duration) error {
+	if c == nil {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-c.failed:
+		return *c.err.Load()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,196 @@
+package tendril
+
+// From a connection to a registered session: the handshake, the mux, the duplicate rule,
+// and the session's removal when it ends.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/tendril-p2p/tendril/mux"
+	"github.com/tendril-p2p/tendril/secio"
+)
+
+// setup turns a raw connection into a registered session. The caller has admitted it (ad);
+// setup gives back what ad holds on every path where no session comes of it.
+func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect secio.PeerID, legacy bool) (*Session, error) {
+	dir := ad.dir
+	if dir == Inbound {
+		// The Service's own bound on an inbound handshake, whatever secio's timers do: a
+		// little after HandshakeTimeout, so that secio's typed timeout normally comes first.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.cfg.HandshakeTimeout+handshakeSlack, secio.ErrHandshakeTimeout)
+		defer cancel()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok && s.cfg.ResetOnClose {
+		_ = tc.SetLinger(0)
+	}
+	remote := addrFromNet(raw.RemoteAddr(), expect)
+	local := addrFromNet(raw.LocalAddr(), secio.PeerID{})
+	var (
+		sc  *secio.Conn
+		err error
+	)
+	if legacy {
+		sc, err = secio.LegacyTEA(raw, s.cfg.LegacyTEA.Key, &secio.LegacyConfig{MaxFrameSize: s.cfg.MaxFrameSize})
+	} else {
+		cfg := s.secioCfg
+		cfg.ExpectedPeer = expect
+		// secio bounds the handshake by cfg.HandshakeTimeout (set from Config) and reports
+		// its expiry as secio.ErrHandshakeTimeout; a timer of our own would fire first and
+		// turn that into a bare context.DeadlineExceeded.
+		if dir == Outbound {
+			sc, err = secio.Client(ctx, raw, &cfg)
+		} else {
+			sc, err = secio.Server(ctx, raw, &cfg)
+		}
+	}
+	if err != nil {
+		s.handshakes.failed(err)
+		s.release(&ad)
+		abortConn(raw)
+		typ := EventHandshakeFailed
+		if errors.Is(err, secio.ErrPeerIDMismatch) {
+			typ = EventPeerIDMismatch
+		}
+		err = fmt.Errorf("tendril: handshake with %s: %w", remote.Transport, err)
+		if s.logs(slog.LevelDebug) {
+			s.log.Debug("handshake failed", "addr", remote, "dir", dir.String(), "err", err)
+		}
+		ev := Event{Type: typ, Addr: remote, Peer: expect, Direction: dir, Secure: !legacy, Err: err}
+		if dir == Inbound {
+			s.emitRepeat(ev, ad.ip())
+		} else {
+			s.emit(ev)
+		}
+		return nil, err
+	}
+	s.handshakes.completed.Add(1)
+	var ms *mux.Session
+	rc := newReadErrConn(sc)
+	if dir == Outbound {
+		ms, err = mux.Client(rc, s.cfg.Mux)
+	} else {
+		ms, err = mux.Server(rc, s.cfg.Mux)
+	}
+	if err != nil {
+		s.release(&ad)
+		sc.Close()
+		return nil, fmt.Errorf("tendril: mux: %w", err)
+	}
+	sess := newSession(s, sc, ms, dir, local, remote)
+	sess.rconn = rc
+	sess.adm = ad
+	return s.register(sess)
+}
+
+// handshakeSlack is how long after HandshakeTimeout the Service aborts an inbound
+// handshake itself.
+const handshakeSlack = 500 * time.Millisecond
+
+// register adds a handshaken session, resolving duplicates by authenticated peer ID, and
+// starts it. It returns the session that is kept for that peer.
+func (s *Service) register(sess *Session) (*Session, error) {
+	if err := s.gatePeer(sess); err != nil {
+		s.release(&sess.adm)
+		sess.abortUnstarted()
+		ev := sess.event(EventGated, err)
+		if sess.dir == Inbound {
+			s.emitRepeat(ev, sess.adm.ip())
+		} else {
+			s.emit(ev)
+		}
+		return nil, err
+	}
+	if sess.dir == Inbound {
+		s.trim() // at the high watermark: make room before counting this one
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.releaseLocked(&sess.adm)
+		s.mu.Unlock()
+		sess.abortUnstarted()
+		return nil, ErrServiceClosed
+	}
+	if err := s.admitSessionLocked(&sess.adm); err != nil {
+		s.releaseLocked(&sess.adm)
+		s.mu.Unlock()
+		sess.abortUnstarted()
+		s.emitRepeat(sess.event(EventLimitReached, err), sess.adm.ip())
+		return nil, err
+	}
+	var replaced *Session
+	if sess.secure {
+		if old := s.byPeer[sess.peer]; old != nil {
+			if !s.keepNew(old, sess) {
+				s.releaseLocked(&sess.adm)
+				s.mu.Unlock()
+				s.log.Debug("duplicate session closed", "peer", sess.peer)
+				sess.abortUnstarted()
+				return old, nil
+			}
+			replaced = old
+		}
+		s.byPeer[sess.peer] = sess
+	}
+	s.nextID++
+	sess.id = s.nextID
+	s.sessions[sess.id] = sess
+	s.sessionTotals[sess.dir]++
+	s.armIdleLocked(sess)
+	s.wg.Add(1)
+	if s.keepAlive > 0 && !s.pinging {
+		s.pinging = true
+		if s.kaTimer == nil {
+			s.kaTimer = time.AfterFunc(s.keepAlive, s.keepAliveTick)
+		} else {
+			s.kaTimer.Reset(s.keepAlive)
+		}
+	}
+	s.mu.Unlock()
+
+	if replaced != nil {
+		s.log.Debug("duplicate session replaced", "peer", sess.peer)
+		replaced.abort(ErrDuplicateSession)
+	}
+	sess.start()
+	if sess.dir == Inbound {
+		s.trim()
+	}
+	return sess, nil
+}
+
+// keepNew decides between two sessions with the same peer so that both peers decide alike:
+// keep the one dialled by the peer with the smaller ID; if the same peer dialled both, keep
+// the newer one, since a peer redials only when it considers the old connection gone (it
+// restarted, or the old connection died without either side noticing yet).
+func (s *Service) keepNew(old, cur *Session) bool {
+	dialer := func(x *Session) secio.PeerID {
+		if x.dir == Outbound {
+			return s.id
+		}
+		return x.peer
+	}
+	do, dn := dialer(old), dialer(cur)
+	if do == dn {
+		return true
+	}
+	return dn.Compare(do) < 0
+}
+
+func (s *Service) unregister(sess *Session) {
+	st := sess.Stats()
+	st.StreamsOpen = 0
+	s.mu.Lock()
+	s.closedStats.add(st)
+	s.releaseLocked(&sess.adm)
+	delete(s.sessions, sess.id)
+	if sess.secure && s.byPeer[sess.peer] == sess {
+		delete(s.byPeer, sess.peer)
+	}
+	s.mu.Unlock()
+}
