@@ -154,13 +154,20 @@ func (st *Stream) Read(p []byte) (int, error) {
 	}
 }
 
+// maxCreditStep caps how much read data a window update returns: a quarter of a large
+// window is megabytes the sender waits for, a round trip's worth on a long path, while one
+// 12-byte update per MiB costs nothing. A stream whose 8 MiB window limits it then keeps
+// fifteen sixteenths of it in flight on average instead of seven eighths.
+const maxCreditStep = 1 << 20
+
 // minWindowGrowth is the least a window grows by when the budget has less left than a
 // doubling: less than one data frame of the default size is not worth a window update.
 const minWindowGrowth = 64 << 10
 
 // consumedLocked accounts for n bytes read and reports whether a window update is due:
-// once a quarter of the window was read, so that about seven eighths of the window stay in
-// flight on a long path (granting at half the window leaves three quarters).
+// once a quarter of the window was read, or maxCreditStep of a large one, so that seven
+// eighths of the window or more stay in flight on a long path (granting at half the window
+// leaves three quarters).
 //
 // The window doubles (or takes what the budget has left, down to minWindowGrowth) when half of it was read within 1.5
 // round trips: the window, not the reader, limits the stream (a window-limited stream reads
@@ -174,7 +181,7 @@ func (st *Stream) consumedLocked(n int) bool {
 	}
 	st.consumed += uint32(n)
 	st.epochRead += uint32(n)
-	if st.consumed < st.recvWindow/4 {
+	if st.consumed < min(st.recvWindow/4, maxCreditStep) {
 		return false
 	}
 	grant := st.consumed
