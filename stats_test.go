@@ -53,7 +53,11 @@ func TestStats(t *testing.T) {
 	}
 
 	sess.Close()
+	<-sess.Done() // Close may return before a handler in a call does; Done waits for the end
 	<-remote.Done()
+	waitUntil(t, "both services to fold in the closed sessions", func() bool {
+		return a.Stats().OutboundOpen == 0 && b.Stats().InboundOpen == 0
+	})
 	sa, sb := a.Stats(), b.Stats()
 	if sa.OutboundTotal != 1 || sa.OutboundOpen != 0 || sa.InboundTotal != 0 || sa.HandshakesCompleted != 1 ||
 		sa.MessagesSent != n || sa.StreamsOpened != 1 || sa.StreamsOpen != 0 || sa.BytesSent < as.BytesSent {
