@@ -283,3 +283,20 @@ func (l *eventLog) waitCount(t *testing.T, what string, n int, match func(Event)
 		t.Fatalf("%s: %d events, want %d", what, l.count(match), n)
 	}
 }
+
+// legacyPair dials a legacy TEA session with key from a Service serving pa to one serving pb,
+// listening at the address it returns.
+func legacyPair(t *testing.T, key []byte, pa, pb Protocol) (*Session, Addr) {
+	t.Helper()
+	a := newService(t, Config{Protocols: []Protocol{pa}, LegacyTEA: &LegacyTEAConfig{Key: key}})
+	b := newService(t, Config{Protocols: []Protocol{pb}, LegacyTEA: &LegacyTEAConfig{Key: key}})
+	addr, err := b.ListenLegacy(context.Background(), loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := a.DialLegacy(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess, addr
+}

@@ -149,18 +149,8 @@ func TestOpenProtocolRace(t *testing.T) {
 // TestLegacyProtocolOptIn: on a legacy TEA session, a protocol without AllowLegacyTEA is
 // refused to the peer (a typed refusal) and cannot be opened locally.
 func TestLegacyProtocolOptIn(t *testing.T) {
-	key := make([]byte, 16)
 	p := echoProto("/secure-only", newInbox())
-	a := newService(t, Config{Protocols: []Protocol{p}, LegacyTEA: &LegacyTEAConfig{Key: key}})
-	b := newService(t, Config{Protocols: []Protocol{p}, LegacyTEA: &LegacyTEAConfig{Key: key}})
-	addr, err := b.ListenLegacy(context.Background(), loopback)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess, err := a.DialLegacy(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, _ := legacyPair(t, make([]byte, 16), p, p)
 	if err := sess.OpenProtocol(context.Background(), "/secure-only"); !errors.Is(err, ErrInsecureSession) {
 		t.Fatalf("local open on a legacy session: %v", err)
 	}

@@ -503,16 +503,7 @@ func TestLegacyTEA(t *testing.T) {
 	p.AllowLegacyTEA = true
 	pb := echoProto("/legacy", bb)
 	pb.AllowLegacyTEA = true
-	a := newService(t, Config{Protocols: []Protocol{p}, LegacyTEA: &LegacyTEAConfig{Key: key}})
-	b := newService(t, Config{Protocols: []Protocol{pb}, LegacyTEA: &LegacyTEAConfig{Key: key}})
-	addr, err := b.ListenLegacy(context.Background(), loopback)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess, err := a.DialLegacy(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, addr := legacyPair(t, key, p, pb)
 	if sess.Secure() || !sess.Peer().IsZero() {
 		t.Fatal("legacy session must be insecure and anonymous")
 	}

@@ -38,6 +38,24 @@ func holderPair(t *testing.T, newPair func() (net.Conn, net.Conn)) (*Session, *S
 	return c, st, s, acc
 }
 
+// handWrittenPeer returns a client session over net.Pipe whose peer the test writes by
+// hand (what the client writes is read and dropped), with a handed-over turn kept free.
+func handWrittenPeer(t *testing.T) (*Session, net.Conn) {
+	t.Helper()
+	a, peer := net.Pipe()
+	c, err := Client(a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		peer.Close()
+	})
+	keepTurnFree(c, time.Hour)
+	go io.Copy(io.Discard, peer) // the SYNs, ACKs, window updates
+	return c, peer
+}
+
 // keepTurnFree sets how long c's read turn stays free before its frame reader takes it
 // back: long, for tests that need the next Read to take the turn however slowly it comes
 // (a loaded machine under -race can take more than turnIdle between two statements).
@@ -178,15 +196,7 @@ func TestTurnHolderClosed(t *testing.T) {
 // TestTurnHeaderCutByWake: a holder woken in the middle of a frame header (the peer wrote
 // part of it) leaves what it read for the next reader; the frame arrives intact.
 func TestTurnHeaderCutByWake(t *testing.T) {
-	a, peer := net.Pipe()
-	c, err := Client(a, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	defer peer.Close()
-	keepTurnFree(c, time.Hour)
-	go io.Copy(io.Discard, peer) // what the client writes: the SYN, ACKs, window updates
+	c, peer := handWrittenPeer(t)
 	st, err := c.OpenStream(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -258,16 +268,9 @@ func TestTurnNeverUnread(t *testing.T) {
 func TestTurnBodyCutByWake(t *testing.T) {
 	for _, own := range []bool{true, false} {
 		t.Run(map[bool]string{true: "own", false: "other"}[own], func(t *testing.T) {
-			a, peer := net.Pipe()
-			c, err := Client(a, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			defer peer.Close()
-			keepTurnFree(c, time.Hour)
-			go io.Copy(io.Discard, peer)
+			c, peer := handWrittenPeer(t)
 			var sts [2]*Stream
+			var err error
 			for i := range sts {
 				if sts[i], err = c.OpenStream(context.Background()); err != nil {
 					t.Fatal(err)
