@@ -436,3 +436,41 @@ func TestCloseLingers(t *testing.T) {
 		t.Fatal("Close still lingers after the peer closed")
 	}
 }
+
+// TestCloseLingerBounded: a peer that never closes its side, and keeps sending, holds a
+// Close for at most closeLinger; what it sends meanwhile is dropped, not buffered.
+func TestCloseLingerBounded(t *testing.T) {
+	defer func(d time.Duration) { closeLinger = d }(closeLinger)
+	closeLinger = 200 * time.Millisecond
+	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the peer ignores the close record: it writes on and never closes
+		defer close(done)
+		msg := make([]byte, 16<<10)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := sb.Write(msg); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	closed := make(chan struct{})
+	go func() {
+		sa.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close still lingers 5 s after the close record, with closeLinger 200 ms")
+	}
+	close(stop)
+	sb.Close()
+	<-done
+}
