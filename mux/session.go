@@ -259,13 +259,16 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// Abort closes the session's connection and returns without waiting: the session then
-// closes as it does when the connection fails (streams fail, the Serve callback runs).
-// Frames the connection still buffers are dropped (the write deadline is moved to the past
-// first, so a secio.Conn does not wait to write them out as its Close does).
+// Abort closes the session's connection and the session at once, without waiting for
+// anything: streams fail, and the Serve callback runs on a goroutine of its own. Frames the
+// connection still buffers are dropped (the write deadline is moved to the past first, so a
+// secio.Conn does not wait to write them out as its Close does). The session closes here
+// rather than when a reader sees the connection fail: with the read turn free, nobody may
+// read the connection until the idle timer starts recvLoop.
 func (s *Session) Abort() {
 	_ = s.conn.SetWriteDeadline(aLongTimeAgo)
 	_ = s.conn.Close()
+	s.shutdown(ErrSessionClosed)
 }
 
 // shutdown closes the session once, with err as what AcceptStream reports from now on.

@@ -323,3 +323,21 @@ func TestTurnBodyCutByWake(t *testing.T) {
 		})
 	}
 }
+
+// TestAbortWithTurnFree: Abort closes the session at once even when nobody reads the
+// connection (the read turn is free and its idle timer far off), so a locally aborted
+// session does not stay open until a reader happens to see the connection fail.
+func TestAbortWithTurnFree(t *testing.T) {
+	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
+		c, st, _, _ := holderPair(t, newPair)
+		c.Abort()
+		select {
+		case <-c.CloseChan():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the session is still open 5 s after Abort with nobody reading")
+		}
+		if _, err := st.Write([]byte("x")); !errors.Is(err, ErrSessionClosed) {
+			t.Fatalf("Write after Abort: %v, want ErrSessionClosed", err)
+		}
+	})
+}

@@ -652,9 +652,18 @@ var closeNotifyTimeout = time.Second
 // frames are still queued after drain. It reports whether the record went out.
 func (c *Conn) sendClose() bool {
 	out := &c.out
-	limit := time.Now().Add(closeNotifyTimeout)
+	if c.in.reset.Load() {
+		return false
+	}
+	now := time.Now()
+	limit := now.Add(closeNotifyTimeout)
 	if d := out.deadline.Load(); d != 0 && d < limit.UnixNano() {
 		limit = time.Unix(0, d)
+	}
+	if !now.Before(limit) {
+		// The write deadline has passed (mux.Session.Abort moves it into the past to drop
+		// what is unsent): the record could not go out, so do not wait for a Write to end.
+		return false
 	}
 	// A Write may be in progress on another goroutine (a stream's data as the session
 	// closes): the deadline bounds it, and the close record follows it rather than being
