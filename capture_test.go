@@ -126,8 +126,8 @@ func TestCaptureHidesIdentities(t *testing.T) {
 		}
 	}
 	// The first record each way: a ClientHello whose share is for
-	// X25519MLKEM768 (1184 + 32 bytes), a ServerHello whose share is the
-	// ciphertext and X25519 key (1088 + 32).
+	// P256MLKEM768 (65 + 1184 bytes), a ServerHello whose share is the
+	// P-256 key and the ciphertext (65 + 1088).
 	first := func(b []byte) []byte {
 		if len(b) < 4 {
 			t.Fatal("nothing captured")
@@ -144,12 +144,12 @@ func TestCaptureHidesIdentities(t *testing.T) {
 	off := 1 + 2 + 32 + 4
 	off += 1 + int(ch[off])
 	off += 1 + int(ch[off])
-	if ch[0] != 0x11 || secio.KeyExchange(ch[off]) != secio.X25519MLKEM768 || binary.BigEndian.Uint16(ch[off+1:]) != 1184+32 {
+	if ch[0] != 0x11 || secio.KeyExchange(ch[off]) != secio.P256MLKEM768 || binary.BigEndian.Uint16(ch[off+1:]) != 65+1184 {
 		t.Fatalf("ClientHello %x... carries no ML-KEM-768 encapsulation key", ch[:min(len(ch), off+3)])
 	}
 	// ServerHello: type, version, nonce, max frame, kex, cipher, share length.
 	off = 1 + 2 + 32 + 4
-	if sh[0] != 0x13 || secio.KeyExchange(sh[off]) != secio.X25519MLKEM768 || binary.BigEndian.Uint16(sh[off+2:]) != 1088+32 {
+	if sh[0] != 0x13 || secio.KeyExchange(sh[off]) != secio.P256MLKEM768 || binary.BigEndian.Uint16(sh[off+2:]) != 65+1088 {
 		t.Fatalf("ServerHello %x... carries no ML-KEM-768 ciphertext", sh[:min(len(sh), off+4)])
 	}
 }

@@ -39,8 +39,8 @@ type Config struct {
 	Ciphers []aead.Suite
 
 	// KeyExchanges is the secio key exchanges accepted, in preference order. Nil:
-	// secio.DefaultKeyExchanges(), the post-quantum hybrid X25519MLKEM768 first, then P-256
-	// and X25519. A dialer sends a key share for the first; a listener that prefers another
+	// secio.DefaultKeyExchanges(), the post-quantum hybrids P256MLKEM768 and X25519MLKEM768
+	// first, then P-256 and X25519. A dialer sends a key share for the first; a listener that prefers another
 	// asks for it, at the cost of one more round trip.
 	KeyExchanges []secio.KeyExchange
 

@@ -31,7 +31,7 @@ import (
 // certificate, for a comparison in one run.
 func BenchmarkHandshake(b *testing.B) {
 	for _, tr := range []string{"pipe", "tcp"} {
-		for _, kex := range []KeyExchange{X25519MLKEM768, X25519, P256} {
+		for _, kex := range []KeyExchange{P256MLKEM768, X25519MLKEM768, X25519, P256} {
 			b.Run(tr+"/"+kex.String(), func(b *testing.B) {
 				ca, cb := testConfig("a"), testConfig("b")
 				ca.KeyExchanges, cb.KeyExchanges = []KeyExchange{kex}, []KeyExchange{kex}

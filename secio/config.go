@@ -49,8 +49,8 @@ type Config struct {
 	Ciphers []aead.Suite
 
 	// KeyExchanges lists the ephemeral key exchanges accepted, most
-	// preferred first. Nil means DefaultKeyExchanges() (X25519MLKEM768,
-	// then P-256 and X25519). A Client sends a key share for the first; a
+	// preferred first. Nil means DefaultKeyExchanges() (P256MLKEM768,
+	// X25519MLKEM768, then P-256 and X25519). A Client sends a key share for the first; a
 	// Server uses the dialer's share if its exchange is in this list, and
 	// otherwise asks for a share of its most preferred one that the dialer
 	// offers (one more round trip).

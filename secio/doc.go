@@ -13,9 +13,9 @@
 // [Client] (the dialer) and [Server] (the listener) run a three-flight
 // handshake shaped as Noise XX and TLS 1.3. The dialer sends a ClientHello
 // with a key share for its first key exchange: by default the
-// post-quantum hybrid [X25519MLKEM768] (an ML-KEM-768 encapsulation key and
-// an X25519 key). The listener answers with a ServerHello (its share: an
-// ML-KEM ciphertext and its X25519 key) and, encrypted under keys from the
+// post-quantum hybrid [P256MLKEM768] (a P-256 key and an ML-KEM-768
+// encapsulation key). The listener answers with a ServerHello (its share: its
+// P-256 key and an ML-KEM ciphertext) and, encrypted under keys from the
 // combined secret and the transcript, its identity and a signature over the
 // transcript and its role. The dialer checks that identity
 // (Config.ExpectedPeer included) before it sends, encrypted, its own, and

@@ -102,7 +102,8 @@ func TestHandshakeFlights(t *testing.T) {
 		kex              KeyExchange
 		clientDone, resp int // flights read when Client returns; of the response
 	}{
-		{"default", nil, nil, []int{1, 3}, []int{2}, X25519MLKEM768, 2, 4},
+		{"default", nil, nil, []int{1, 3}, []int{2}, P256MLKEM768, 2, 4},
+		{"X25519 hybrid", []KeyExchange{X25519MLKEM768}, nil, []int{1, 3}, []int{2}, X25519MLKEM768, 2, 4},
 		{"classical", []KeyExchange{X25519}, []KeyExchange{X25519}, []int{1, 3}, []int{2}, X25519, 2, 4},
 		{"P-256", []KeyExchange{P256}, nil, []int{1, 3}, []int{2}, P256, 2, 4},
 		{"retry", []KeyExchange{X25519, X25519MLKEM768}, []KeyExchange{X25519MLKEM768}, []int{1, 3, 5}, []int{2, 4}, X25519MLKEM768, 4, 6},

@@ -18,7 +18,7 @@ import (
 // refusal wraps ErrInvalidMessage.
 func FuzzHandshakeMessages(f *testing.F) {
 	var nonce [NonceSize]byte
-	for _, k := range []KeyExchange{X25519, P256, X25519MLKEM768, 9} {
+	for _, k := range []KeyExchange{X25519, P256, X25519MLKEM768, P256MLKEM768, 9} {
 		size := k.dialerShareSize()
 		if size == 0 {
 			size = 5

@@ -644,7 +644,7 @@ func (hs *handshakeState) sendServerHello(auth []byte) error {
 		hs.done(total)
 		return hs.fail(step, err)
 	}
-	var shareBuf [hybridListen]byte
+	var shareBuf [maxListenerShare]byte
 	share, secret, err := eph.listenerSecret(shareBuf[:0], hs.secret[:0], hs.ch.share, hs.cfg.rand)
 	hs.done(total) // the dialer's share is used up
 	hs.ch.share = nil

@@ -3,6 +3,9 @@ package secio
 import (
 	"bytes"
 	"context"
+	"crypto/ecdh"
+	"crypto/mlkem"
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -27,13 +30,18 @@ func classical(cfg *Config) *Config {
 }
 
 // handshakeModes are the key exchanges every handshake-level test runs
-// with: the default hybrid and a classical one.
+// with: the default hybrid, the X25519 one and a classical one.
 var handshakeModes = []struct {
 	name string
 	cfg  func(string) *Config
 	kex  KeyExchange
 }{
-	{"hybrid", testConfig, X25519MLKEM768},
+	{"hybrid", testConfig, P256MLKEM768},
+	{"hybrid X25519", func(l string) *Config {
+		cfg := testConfig(l)
+		cfg.KeyExchanges = []KeyExchange{X25519MLKEM768}
+		return cfg
+	}, X25519MLKEM768},
 	{"classical", func(l string) *Config { return classical(testConfig(l)) }, X25519},
 }
 
@@ -222,14 +230,16 @@ func TestHandshakeNegotiation(t *testing.T) {
 	}{
 		{"no common cipher", []aead.Suite{aead.AES128GCM}, []aead.Suite{aead.ChaCha20Poly1305}, nil, nil, ErrNoCommonSuite, 0, 0},
 		{"no common kex", nil, nil, []KeyExchange{X25519}, []KeyExchange{P256}, ErrNoCommonSuite, 0, 0},
-		{"one common", []aead.Suite{aead.AES128GCM, aead.AES256GCM}, []aead.Suite{aead.ChaCha20Poly1305, aead.AES256GCM}, nil, nil, nil, aead.AES256GCM, X25519MLKEM768},
+		{"one common", []aead.Suite{aead.AES128GCM, aead.AES256GCM}, []aead.Suite{aead.ChaCha20Poly1305, aead.AES256GCM}, nil, nil, nil, aead.AES256GCM, P256MLKEM768},
 		// The listener's order decides the cipher.
-		{"opposite orders", []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}, []aead.Suite{aead.ChaCha20Poly1305, aead.AES128GCM}, nil, nil, nil, aead.ChaCha20Poly1305, X25519MLKEM768},
+		{"opposite orders", []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}, []aead.Suite{aead.ChaCha20Poly1305, aead.AES128GCM}, nil, nil, nil, aead.ChaCha20Poly1305, P256MLKEM768},
 		// The dialer's share is used when the listener accepts its exchange.
 		{"dialer prefers classical", nil, nil, []KeyExchange{P256, X25519MLKEM768}, nil, nil, 0, P256},
 		// Otherwise the listener asks for its favourite (one retry).
 		{"retry to hybrid", nil, nil, []KeyExchange{X25519, X25519MLKEM768}, []KeyExchange{X25519MLKEM768}, nil, 0, X25519MLKEM768},
 		{"retry to classical", nil, nil, nil, []KeyExchange{P256}, nil, 0, P256},
+		// A listener that takes only TLS's default hybrid gets it after one retry.
+		{"retry to X25519 hybrid", nil, nil, nil, []KeyExchange{X25519MLKEM768}, nil, 0, X25519MLKEM768},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -469,14 +479,36 @@ func TestMalformedClientHello(t *testing.T) {
 		"low-order X25519": {mod(func(b []byte) []byte { return b }), ErrInvalidKeyExchange},
 		"no common cipher": {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{X25519}, []aead.Suite{9}, X25519, x25519Point), ErrNoCommonSuite},
 		"unknown kex only": {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{9}, []aead.Suite{aead.AES128GCM}, 9, []byte{1}), ErrNoCommonSuite},
-		"bad ML-KEM key":   {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{X25519MLKEM768}, aead.Preferred(), X25519MLKEM768, bytes.Repeat([]byte{0xff}, hybridDialer)), ErrInvalidKeyExchange},
+		"bad ML-KEM key":   {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{X25519MLKEM768}, aead.Preferred(), X25519MLKEM768, bytes.Repeat([]byte{0xff}, X25519MLKEM768.dialerShareSize())), ErrInvalidKeyExchange},
 		"short hybrid":     {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{X25519MLKEM768}, aead.Preferred(), X25519MLKEM768, make([]byte, 32)), ErrInvalidMessage},
+		"bad ML-KEM key, P-256 hybrid": {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{P256MLKEM768}, aead.Preferred(), P256MLKEM768,
+			append(p256Point(t), bytes.Repeat([]byte{0xff}, 1184)...)), ErrInvalidKeyExchange},
+		"bad P-256 key, P-256 hybrid": {appendClientHello(nil, &nonce, 1<<20, []KeyExchange{P256MLKEM768}, aead.Preferred(), P256MLKEM768,
+			append(make([]byte, 65), encapsulationKey(t)...)), ErrInvalidKeyExchange},
 	}
 	for name, tc := range cases {
 		if err := rawListener(t, tc.data); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
 		}
 	}
+}
+
+// p256Point returns a valid P-256 public key, uncompressed.
+func p256Point(t *testing.T) []byte {
+	k, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.PublicKey().Bytes()
+}
+
+// encapsulationKey returns a valid ML-KEM-768 encapsulation key.
+func encapsulationKey(t *testing.T) []byte {
+	dk, err := mlkem.GenerateKey768()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dk.EncapsulationKey().Bytes()
 }
 
 // x25519Point is a valid X25519 public key (the base point, u = 9).
@@ -486,7 +518,7 @@ var x25519Point = append([]byte{9}, make([]byte, 31)...)
 // multiples of 8 bytes, rejects it), for every list length and exchange.
 func TestHelloLengthOdd(t *testing.T) {
 	var nonce [NonceSize]byte
-	for _, k := range []KeyExchange{X25519, P256, X25519MLKEM768} {
+	for _, k := range []KeyExchange{X25519, P256, X25519MLKEM768, P256MLKEM768} {
 		for nk := 1; nk <= 3; nk++ {
 			for nc := 1; nc <= 3; nc++ {
 				kexes := []KeyExchange{k, 9, 10}[:nk]
@@ -545,7 +577,7 @@ func TestIdentitiesHidden(t *testing.T) {
 	r := newDetRand("hidden a")
 	var seed [NonceSize + mlkemSeedSize]byte
 	r.Read(seed[:])
-	e, err := generateEphemeral(X25519MLKEM768, bytes.NewReader(append(seed[NonceSize:], make([]byte, 32)...)), true)
+	e, err := generateEphemeral(P256MLKEM768, bytes.NewReader(append(seed[NonceSize:], bytes.Repeat([]byte{1}, 32)...)), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,10 +589,10 @@ func TestIdentitiesHidden(t *testing.T) {
 	var sh serverHello
 	first := wb.writes[0]
 	n := binary.BigEndian.Uint32(first)
-	if _, err := parseListenerReply(&sh, first[4:4+n]); err != nil || sh.kex != X25519MLKEM768 || len(sh.share) != hybridListen {
+	if _, err := parseListenerReply(&sh, first[4:4+n]); err != nil || sh.kex != P256MLKEM768 || len(sh.share) != 65+1088 {
 		t.Fatalf("ServerHello: %v, %s share of %d bytes", err, sh.kex, len(sh.share))
 	}
-	if _, err := e.kem.Decapsulate(sh.share[:1088]); err != nil {
+	if _, err := e.kem.Decapsulate(sh.share[65:]); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -40,7 +40,7 @@ const (
 	// padding length.
 	serverHelloFixed = 1 + 2 + NonceSize + 4 + 1 + 1 + 2 + 1
 	// maxServerHello is the largest ServerHello body.
-	maxServerHello = serverHelloFixed + hybridListen + 1
+	maxServerHello = serverHelloFixed + maxListenerShare + 1
 	// helloRetryLen is a HelloRetryRequest body: type, version, key
 	// exchange.
 	helloRetryLen = 1 + 2 + 1

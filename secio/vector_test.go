@@ -49,11 +49,12 @@ type handshakeVector struct {
 	DialerCloseFrame string `json:"dialer_close_frame"`
 }
 
-// The handshake vectors: the default hybrid exchange and a classical one.
+// The handshake vectors: the default hybrid exchange, the X25519 hybrid and a classical one.
 var handshakeVectorFiles = []struct {
 	file string
 	kex  KeyExchange
 }{
+	{"testdata/handshake_vector_p256_hybrid.json", P256MLKEM768},
 	{"testdata/handshake_vector_hybrid.json", X25519MLKEM768},
 	{"testdata/handshake_vector_x25519.json", X25519},
 }
@@ -121,7 +122,7 @@ func testHandshakeVector(t *testing.T, file string, kex KeyExchange) {
 	var v handshakeVector
 	if *update {
 		randLen := NonceSize + 32
-		if kex == X25519MLKEM768 {
+		if kex == X25519MLKEM768 || kex == P256MLKEM768 {
 			randLen += 64
 		}
 		v = handshakeVector{
@@ -199,36 +200,57 @@ func deriveVector(t *testing.T, v *handshakeVector, kex KeyExchange, fill bool) 
 	sAt := 1 + 2 + NonceSize + 4
 	suite := aead.Suite(sbody[sAt+1])
 	lShare := sbody[sAt+4 : sAt+4+int(binary.BigEndian.Uint16(sbody[sAt+2:]))]
+	// The shares' parts, in the layout of docs/secio.md 2.5.
+	var dCurve, dKEM, lCurve, lKEM []byte
+	curve := ecdh.X25519()
+	switch kex {
+	case X25519MLKEM768:
+		dKEM, dCurve, lKEM, lCurve = dShare[:1184], dShare[1184:], lShare[:1088], lShare[1088:]
+	case P256MLKEM768:
+		dCurve, dKEM, lCurve, lKEM = dShare[:65], dShare[65:], lShare[:65], lShare[65:]
+		curve = ecdh.P256()
+	default:
+		dCurve, lCurve = dShare, lShare
+	}
 	// The shared secret, from the dialer's random input.
-	var secret []byte
+	var ss []byte
 	scalar := dr[NonceSize:]
-	if kex == X25519MLKEM768 {
+	if dKEM != nil {
 		dk, err := mlkem.NewDecapsulationKey768(dr[NonceSize : NonceSize+64])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(dk.EncapsulationKey().Bytes(), dShare[:1184]) {
+		if !bytes.Equal(dk.EncapsulationKey().Bytes(), dKEM) {
 			t.Fatal("the ClientHello's encapsulation key is not the one from the seed")
 		}
-		ss, err := dk.Decapsulate(lShare[:1088])
-		if err != nil {
+		if ss, err = dk.Decapsulate(lKEM); err != nil {
 			t.Fatal(err)
 		}
-		secret = ss
 		scalar = dr[NonceSize+64:]
-		lShare = lShare[1088:]
 	}
-	priv, _ := ecdh.X25519().NewPrivateKey(scalar[:32])
-	pub, _ := ecdh.X25519().NewPublicKey(lShare)
+	priv, err := curve.NewPrivateKey(scalar[:32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(priv.PublicKey().Bytes(), dCurve) {
+		t.Fatal("the dialer's elliptic-curve share is not from its random input")
+	}
+	pub, err := curve.NewPublicKey(lCurve)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ec, err := priv.ECDH(pub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret = append(secret, ec...)
-	// The listener's X25519 key comes from its first 32 random bytes.
-	lpriv, _ := ecdh.X25519().NewPrivateKey(lr[:32])
-	if !bytes.Equal(lpriv.PublicKey().Bytes(), lShare) {
-		t.Fatal("the listener's X25519 share is not from its random input")
+	secret := append(bytes.Clone(ss), ec...) // X25519MLKEM768: ML-KEM first
+	if kex == P256MLKEM768 {
+		secret = append(bytes.Clone(ec), ss...) // SecP256r1MLKEM768's order: ECDH first
+	}
+	// The listener's elliptic-curve key comes from its first 32 random bytes.
+	lpriv, err := curve.NewPrivateKey(lr[:32])
+	if err != nil || !bytes.Equal(lpriv.PublicKey().Bytes(), lCurve) {
+		t.Fatal("the listener's elliptic-curve share is not from its random input")
 	}
 	// Transcript hashes and keys.
 	th := func(msgs ...[]byte) []byte {
