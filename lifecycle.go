@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tendril-p2p/tendril/mux"
@@ -243,6 +244,9 @@ func (s *Session) streamsLocked() []*protoStream {
 // Context must not keep a dead session registered. One that is still running then is
 // logged and abandoned; it keeps only what it holds itself.
 func (s *Session) waitHandlers() {
+	if s.wg.idle() {
+		return // no goroutine of the session's is left: no helper goroutine, no timer
+	}
 	returned := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -257,6 +261,31 @@ func (s *Session) waitHandlers() {
 			"peer", s.peer, "session", s.id, "waited", s.svc.cfg.HandlerExitTimeout)
 	}
 }
+
+// goroutineGroup counts a session's goroutines, as a sync.WaitGroup does, and also tells
+// whether none is running, so that teardown waits for them without a goroutine and a timer
+// of its own when none is left. Goroutines are added under s.mu while the session is not torn
+// down, so none is added once teardown finds the group idle.
+type goroutineGroup struct {
+	wg      sync.WaitGroup
+	running atomic.Int64
+}
+
+func (g *goroutineGroup) Add(delta int) {
+	g.running.Add(int64(delta))
+	g.wg.Add(delta)
+}
+
+// Done marks one goroutine finished; running drops after the WaitGroup does, so an idle
+// group's WaitGroup is at zero.
+func (g *goroutineGroup) Done() {
+	g.wg.Done()
+	g.running.Add(-1)
+}
+
+func (g *goroutineGroup) Wait() { g.wg.Wait() }
+
+func (g *goroutineGroup) idle() bool { return g.running.Load() == 0 }
 
 // checkSettledLocked closes settled once a graceful close has nothing left to wait for: no
 // protocol is opening, no raw stream is left, and every message stream has ended, or has

@@ -47,7 +47,7 @@ type Session struct {
 	settled    chan struct{} // closed when closing and no stream is left to wait for (checkSettledLocked)
 	queueSpace               // the send queue's bytes, all streams (sendqueue.go)
 
-	wg    sync.WaitGroup // stream goroutines
+	wg    goroutineGroup // stream goroutines
 	calls atomic.Int32   // message handler calls in progress (Connected, Received, Disconnected)
 	done  chan struct{}
 	ready chan struct{} // closed when the OpenOnConnect protocols are open (or failed): start
