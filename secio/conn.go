@@ -594,12 +594,18 @@ func (out *outHalf) sealRecord(chunk []byte, typ byte) (*[]byte, error) {
 	frame := (*pooled)[:frameHeaderSize+bodyLen]
 	*pooled = frame
 	binary.BigEndian.PutUint32(frame, uint32(bodyLen))
-	// Sealed in place (the plaintext copied into the frame first), as
-	// crypto/tls does: cipher.AEAD takes one contiguous plaintext.
-	pt := frame[frameHeaderSize : frameHeaderSize+ptLen]
-	copy(pt, chunk)
-	pt[len(chunk)] = typ
-	out.aead.Seal(pt[:0], nonce, pt, frame[:frameHeaderSize])
+	if bs := out.byteSealer; bs != nil {
+		// The kernels read chunk where the caller has it and the type
+		// byte apart: no copy of the data before sealing.
+		bs.SealWithByte(frame[frameHeaderSize:frameHeaderSize], nonce, chunk, typ, frame[:frameHeaderSize])
+	} else {
+		// Sealed in place (the plaintext copied into the frame first), as
+		// crypto/tls does: cipher.AEAD takes one contiguous plaintext.
+		pt := frame[frameHeaderSize : frameHeaderSize+ptLen]
+		copy(pt, chunk)
+		pt[len(chunk)] = typ
+		out.aead.Seal(pt[:0], nonce, pt, frame[:frameHeaderSize])
+	}
 	out.sealed += recordBlocks(ptLen)
 	return pooled, nil
 }

@@ -55,6 +55,10 @@ type recordKey struct {
 	secret [32]byte // current key (its first suite.KeySize() bytes)
 	// updates counts the key updates of this direction (tests read it).
 	updates uint64
+
+	// byteSealer is aead's SealWithByte when it has one (aesgcm's
+	// kernels), so that a record is sealed from the writer's buffer.
+	byteSealer byteSealer
 }
 
 // setKey installs key as the current key with a fresh counter.
@@ -64,8 +68,17 @@ func (k *recordKey) setKey(s aead.Suite, key []byte) error {
 		return fmt.Errorf("secio: %s key: %w", s, err)
 	}
 	k.aead, k.suite, k.ctr = a, s, counter{}
+	k.byteSealer, _ = a.(byteSealer)
 	copy(k.secret[:], key)
 	return nil
+}
+
+// byteSealer is an AEAD that seals plaintext || last without plaintext
+// being copied next to last first: aesgcm's vector kernels
+// (aesgcm's SealWithByte). The result is Seal(dst, nonce, plaintext ||
+// last, additionalData); dst must not overlap plaintext.
+type byteSealer interface {
+	SealWithByte(dst, nonce, plaintext []byte, last byte, additionalData []byte) []byte
 }
 
 // update moves to the next key, K' = BLAKE3-derive-key(contextKeyUpdate,

@@ -155,3 +155,53 @@ func (g *vaesGCM) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, e
 	}
 	return ret, nil
 }
+
+// SealWithByte is Seal of plaintext followed by the one byte last, without
+// plaintext being copied next to last first: the record layer (package
+// secio) seals a Write's data and its record type from the caller's buffer
+// straight into the frame. The result, appended to dst, is exactly
+// Seal(dst, nonce, append(plaintext, last), additionalData). Unlike Seal it
+// does not work in place: it panics if dst's new bytes overlap plaintext,
+// as well as on a bad nonce length or a message too long for GCM.
+//
+// It exists only on the kernels' AEAD; crypto/cipher's GCM (other CPUs,
+// purego builds, TENDRIL_AESGCM=stdlib) has no such method, and callers
+// keep their copy path for it.
+func (g *vaesGCM) SealWithByte(dst, nonce, plaintext []byte, last byte, additionalData []byte) []byte {
+	if len(nonce) != NonceSize {
+		panic("aesgcm: incorrect nonce length given to GCM")
+	}
+	if uint64(len(plaintext)) >= gcmMaxPlaintext {
+		panic("aesgcm: message too large for GCM")
+	}
+	ret, out := sliceForAppend(dst, len(plaintext)+1+TagSize)
+	if anyOverlap(out, plaintext) {
+		panic("aesgcm: invalid buffer overlap")
+	}
+	// The kernel reads whole 256-byte chunks from plaintext, then moves to
+	// tail: the partial last chunk and last, at most 256 bytes, staged here.
+	bulk := len(plaintext) &^ (splitChunk - 1)
+	var tail [splitChunk]byte
+	t := copy(tail[:], plaintext[bulk:])
+	tail[t] = last
+	var tag [TagSize]byte
+	n := (*[NonceSize]byte)(nonce)
+	ct := out[:len(plaintext)+1]
+	src, rest := plaintext[:bulk], tail[:t+1]
+	switch {
+	case g.wide && g.aes256:
+		sealSplitZ256(&g.ks, n, ct, src, rest, additionalData, &tag)
+	case g.wide:
+		sealSplitZ128(&g.ks, n, ct, src, rest, additionalData, &tag)
+	case g.aes256:
+		sealSplitY256(&g.ks, n, ct, src, rest, additionalData, &tag)
+	default:
+		sealSplitY128(&g.ks, n, ct, src, rest, additionalData, &tag)
+	}
+	copy(out[len(ct):], tag[:])
+	return ret
+}
+
+// splitChunk is the kernels' chunk: the split Seal kernels need len(src) to
+// be a multiple of it and take at most one chunk of tail.
+const splitChunk = 256

@@ -29,6 +29,7 @@ var (
 	gH     = R12 // powers for the tail's next vector
 	gT     = RBX
 	gU     = RDX
+	gEnd   = R13 // end of src (split Seal), where reading moves to tail
 )
 
 // kernel generates one Seal or Open function for one vector width and
@@ -46,6 +47,7 @@ type kernel struct {
 	nv    int // vectors per chunk
 	nr    int // AES rounds
 	dec   bool
+	split bool // Seal of src || tail (see genSplitSeal)
 	evex  bool
 	buf   Mem // stack bounce buffer (YMM kernels)
 	// accMem holds the accumulator during the bulk of the YMM kernels,
@@ -67,7 +69,23 @@ type kernel struct {
 const rKey0 = 16
 
 func genKernel(w, nr int, dec bool) {
-	k := &kernel{w: w, lanes: w / 16, nr: nr, dec: dec, evex: w == 64}
+	genKernelSplit(w, nr, dec, false)
+}
+
+// genSplitSeal generates a Seal of the plaintext src || tail into one
+// contiguous dst (sealSplitZ128, ...): the record layer seals its data
+// followed by a one-byte record type straight from the caller's buffer,
+// with only the last partial chunk and the type byte staged by the Go side.
+// len(src) must be a multiple of the 256-byte chunk, so that reading moves
+// from src to tail at a chunk boundary: before every chunk and before the
+// tail, the kernel switches its source pointer to tail once it has reached
+// the end of src. Everything else is the Seal kernel unchanged.
+func genSplitSeal(w, nr int) {
+	genKernelSplit(w, nr, false, true)
+}
+
+func genKernelSplit(w, nr int, dec, split bool) {
+	k := &kernel{w: w, lanes: w / 16, nr: nr, dec: dec, split: split, evex: w == 64}
 	if k.evex {
 		// 0..3 states, 4 bswap, 5 poly, 6 inc, 7..15 the rest, 16..30 round keys.
 		k.nv = 4
@@ -97,14 +115,36 @@ func genKernel(w, nr int, dec bool) {
 		letter = "Y"
 	}
 	name := fmt.Sprintf("%s%s%d", verb, letter, (nr-6)*32)
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(ks *[%d]byte, nonce *[12]byte, dst []byte, src []byte, aad []byte, tag *[16]byte)", ksSize))
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s %s (AES-%d-GCM, %s). len(dst) must equal len(src); dst may be src.", name, what, (nr-6)*32, isa))
+	if split {
+		name = fmt.Sprintf("sealSplit%s%d", letter, (nr-6)*32)
+		TEXT(name, NOSPLIT, fmt.Sprintf("func(ks *[%d]byte, nonce *[12]byte, dst []byte, src []byte, tail []byte, aad []byte, tag *[16]byte)", ksSize))
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s encrypts src || tail into dst and writes the tag (AES-%d-GCM, %s). len(dst) must equal len(src) + len(tail), len(src) must be a multiple of 256, and dst must not overlap src or tail.", name, (nr-6)*32, isa))
+	} else {
+		TEXT(name, NOSPLIT, fmt.Sprintf("func(ks *[%d]byte, nonce *[12]byte, dst []byte, src []byte, aad []byte, tag *[16]byte)", ksSize))
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s %s (AES-%d-GCM, %s). len(dst) must equal len(src); dst may be src.", name, what, (nr-6)*32, isa))
+	}
 	if !k.evex {
 		k.buf = AllocLocal(32)
 		k.accMem = AllocLocal(32)
 	}
 	k.body()
+}
+
+// switchSrc (split Seal only) moves the source pointer to tail when it has
+// reached the end of src. Called before each chunk and before the tail, so
+// with len(src) a multiple of the chunk the move happens exactly once, at a
+// chunk boundary, and no load reads past either buffer.
+func (k *kernel) switchSrc() {
+	if !k.split {
+		return
+	}
+	same := k.newLabel("src_left")
+	CMPQ(gSrc, gEnd)
+	JNE(LabelRef(same))
+	Load(Param("tail").Base(), gSrc)
+	Label(same)
 }
 
 func (k *kernel) v(i int) VecPhysical {
@@ -207,6 +247,11 @@ func (k *kernel) body() {
 	Load(Param("dst").Base(), gDst)
 	Load(Param("src").Base(), gSrc)
 	Load(Param("src").Len(), gN)
+	if k.split {
+		LEAQ(Mem{Base: gSrc, Index: gN, Scale: 1}, gEnd)
+		Load(Param("tail").Len(), gT)
+		ADDQ(gT, gN)
+	}
 	Load(Param("aad").Base(), gAAD)
 	Load(Param("aad").Len(), gAADN)
 	Load(Param("tag"), gTag)
@@ -272,11 +317,13 @@ func (k *kernel) body() {
 		last := k.newLabel("hash_last")
 		CMPQ(gN, U32(chunk))
 		JB(LabelRef(tail))
+		k.switchSrc()
 		k.chunk(nil)
 		SUBQ(U32(chunk), gN)
 		Label(loop)
 		CMPQ(gN, U32(chunk))
 		JB(LabelRef(last))
+		k.switchSrc()
 		k.chunk(k.hashSteps(gDst, -chunk))
 		SUBQ(U32(chunk), gN)
 		JMP(LabelRef(loop))
@@ -288,6 +335,7 @@ func (k *kernel) body() {
 		k.emit(k.hashSteps(gDst, -chunk))
 		JMP(LabelRef("final"))
 		Label(withTail)
+		k.switchSrc()
 		k.tail(k.hashSteps(gDst, -chunk))
 		JMP(LabelRef("final"))
 	} else {
@@ -303,6 +351,7 @@ func (k *kernel) body() {
 	Label(tail)
 	TESTQ(gN, gN)
 	JZ(LabelRef("final"))
+	k.switchSrc()
 	k.tail(nil)
 
 	Comment("The lengths block, then tag = E(J0) ^ GHASH.")
@@ -311,6 +360,10 @@ func (k *kernel) body() {
 		VMOVDQU(k.accMem.Offset(0), xacc)
 	}
 	Load(Param("src").Len(), gT)
+	if k.split {
+		Load(Param("tail").Len(), gU)
+		ADDQ(gU, gT)
+	}
 	SHLQ(U8(3), gT)
 	Load(Param("aad").Len(), gU)
 	SHLQ(U8(3), gU)

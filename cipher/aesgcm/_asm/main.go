@@ -14,6 +14,11 @@
 //   - sealY128 / openY128 / sealY256 / openY256: the same on 256-bit vectors
 //     with VEX encodings only (AVX2 + VAES + VPCLMULQDQ, 16 registers), the
 //     tail staged through a stack buffer.
+//   - sealSplitZ128 / sealSplitZ256 / sealSplitY128 / sealSplitY256: Seal of
+//     src || tail into one dst (the record layer's data and its type byte,
+//     without copying the data first); the Seal kernels with a source
+//     pointer that moves to tail at the end of src (len(src) a multiple of
+//     256 bytes).
 //   - cpuid7ECX: ECX of CPUID leaf 7, because golang.org/x/sys/cpu reports
 //     VAES and VPCLMULQDQ only on CPUs with AVX-512.
 //
@@ -51,6 +56,11 @@ func main() {
 		for _, nr := range []int{10, 14} {
 			genKernel(w, nr, false)
 			genKernel(w, nr, true)
+		}
+	}
+	for _, w := range []int{64, 32} {
+		for _, nr := range []int{10, 14} {
+			genSplitSeal(w, nr)
 		}
 	}
 	genCPUID()
