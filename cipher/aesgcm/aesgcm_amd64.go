@@ -188,14 +188,11 @@ func (g *vaesGCM) SealWithByte(dst, nonce, plaintext []byte, last byte, addition
 	n := (*[NonceSize]byte)(nonce)
 	ct := out[:len(plaintext)+1]
 	src, rest := plaintext[:bulk], tail[:t+1]
-	switch {
-	case g.wide && g.aes256:
-		sealSplitZ256(&g.ks, n, ct, src, rest, additionalData, &tag)
-	case g.wide:
-		sealSplitZ128(&g.ks, n, ct, src, rest, additionalData, &tag)
-	case g.aes256:
+	// The 256-bit split kernels serve both widths: they need only VAES and
+	// VPCLMULQDQ on YMM, which every CPU with the 512-bit kernels also has.
+	if g.aes256 {
 		sealSplitY256(&g.ks, n, ct, src, rest, additionalData, &tag)
-	default:
+	} else {
 		sealSplitY128(&g.ks, n, ct, src, rest, additionalData, &tag)
 	}
 	copy(out[len(ct):], tag[:])

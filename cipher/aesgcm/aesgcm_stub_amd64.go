@@ -54,16 +54,6 @@ func sealY256(ks *[1280]byte, nonce *[12]byte, dst []byte, src []byte, aad []byt
 //go:noescape
 func openY256(ks *[1280]byte, nonce *[12]byte, dst []byte, src []byte, aad []byte, tag *[16]byte)
 
-// sealSplitZ128 encrypts src || tail into dst and writes the tag (AES-128-GCM, AVX-512, VAES, VPCLMULQDQ on ZMM). len(dst) must equal len(src) + len(tail), len(src) must be a multiple of 256, and dst must not overlap src or tail.
-//
-//go:noescape
-func sealSplitZ128(ks *[1280]byte, nonce *[12]byte, dst []byte, src []byte, tail []byte, aad []byte, tag *[16]byte)
-
-// sealSplitZ256 encrypts src || tail into dst and writes the tag (AES-256-GCM, AVX-512, VAES, VPCLMULQDQ on ZMM). len(dst) must equal len(src) + len(tail), len(src) must be a multiple of 256, and dst must not overlap src or tail.
-//
-//go:noescape
-func sealSplitZ256(ks *[1280]byte, nonce *[12]byte, dst []byte, src []byte, tail []byte, aad []byte, tag *[16]byte)
-
 // sealSplitY128 encrypts src || tail into dst and writes the tag (AES-128-GCM, AVX2, VAES, VPCLMULQDQ on YMM). len(dst) must equal len(src) + len(tail), len(src) must be a multiple of 256, and dst must not overlap src or tail.
 //
 //go:noescape
