@@ -72,10 +72,8 @@ type delayProxy struct {
 	// links are the bottleneck's two directions, shared by all connections: up carries
 	// what clients send, down what the target sends.
 	up, down link
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	// open holds the proxy's connections, both sides, so that Close can close them.
+	open closerSet
 
 	// Peaks observed over the proxy's life, for tests and for checking a run.
 	peakBacklog  atomic.Int64 // bytes waiting for the bottleneck link, one direction
@@ -144,7 +142,7 @@ func startDelayProxy(cfg proxyConfig) (*delayProxy, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &delayProxy{cfg: cfg, readSize: readSize, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	p := &delayProxy{cfg: cfg, readSize: readSize, ln: ln, ctx: ctx, cancel: cancel}
 	p.pool.New = func() any { b := make([]byte, readSize); return &b }
 	p.wg.Add(1)
 	go p.accept()
@@ -159,30 +157,9 @@ func (p *delayProxy) Addr() string { return p.ln.Addr().String() }
 func (p *delayProxy) Close() error {
 	p.cancel()
 	err := p.ln.Close()
-	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
+	p.open.closeAll()
 	p.wg.Wait()
 	return err
-}
-
-func (p *delayProxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *delayProxy) untrack(c net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
 }
 
 func (p *delayProxy) accept() {
@@ -208,11 +185,11 @@ func (p *delayProxy) accept() {
 // 1.5 RTT after the accept, and nothing the client sent before is delivered earlier than
 // that: a client that writes at once is served as if it had waited for its connect.
 func (p *delayProxy) serve(client *net.TCPConn) {
-	if !p.track(client) {
+	if !p.open.track(client) {
 		client.Close()
 		return
 	}
-	defer p.untrack(client)
+	defer p.open.untrack(client)
 	if n := p.cfg.SocketBuffer; n > 0 {
 		_ = client.SetReadBuffer(n)
 	}
@@ -239,12 +216,12 @@ func (p *delayProxy) serve(client *net.TCPConn) {
 		return
 	}
 	target := nc.(*net.TCPConn)
-	if !p.track(target) {
+	if !p.open.track(target) {
 		target.Close()
 		abort()
 		return
 	}
-	defer p.untrack(target)
+	defer p.open.untrack(target)
 	if n := p.cfg.SocketBuffer; n > 0 {
 		_ = target.SetReadBuffer(n)
 	}
