@@ -5,15 +5,14 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tendril-p2p/tendril/cipher/aesgcm"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 var allSuites = []Suite{AES128GCM, AES256GCM, ChaCha20Poly1305}
@@ -159,14 +158,8 @@ func unhex(t *testing.T, s string) []byte {
 }
 
 func runWycheproof(t *testing.T, file string, suiteFor func(keyBits int) (Suite, bool)) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f wpFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, file, &f)
 	var ran, valid, invalid, skipped int
 	for _, g := range f.TestGroups {
 		s, ok := suiteFor(g.KeySize)

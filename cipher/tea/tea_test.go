@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 type vectorFile struct {
@@ -41,14 +41,8 @@ type outcome struct {
 
 func loadVectors(t testing.TB) *vectorFile {
 	t.Helper()
-	data, err := os.ReadFile("testdata/tea_vectors.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v vectorFile
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, "testdata/tea_vectors.json", &v)
 	if len(v.Cases) < 100 || len(v.Negative) < 10 {
 		t.Fatalf("vector file has only %d cases and %d negative cases", len(v.Cases), len(v.Negative))
 	}

@@ -3,12 +3,12 @@ package blake3
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
-	"os"
 	"testing"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 type vectorFile struct {
@@ -24,14 +24,8 @@ type vectorFile struct {
 
 func loadVectors(t testing.TB) *vectorFile {
 	t.Helper()
-	b, err := os.ReadFile("testdata/test_vectors.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v vectorFile
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, "testdata/test_vectors.json", &v)
 	if len(v.Cases) != 35 {
 		t.Fatalf("got %d cases, want 35", len(v.Cases))
 	}
