@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/cipher"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -148,15 +147,6 @@ type wpFile struct {
 	} `json:"testGroups"`
 }
 
-func unhex(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func runWycheproof(t *testing.T, file string, suiteFor func(keyBits int) (Suite, bool)) {
 	var f wpFile
 	testutil.ReadJSON(t, file, &f)
@@ -169,12 +159,12 @@ func runWycheproof(t *testing.T, file string, suiteFor func(keyBits int) (Suite,
 		}
 		for _, tc := range g.Tests {
 			name := fmt.Sprintf("%s/tc%d", s, tc.TcID)
-			a, err := New(s, unhex(t, tc.Key))
+			a, err := New(s, testutil.Unhex(t, tc.Key))
 			if err != nil {
 				t.Fatalf("%s: New: %v", name, err)
 			}
-			nonce, aad, msg := unhex(t, tc.Iv), unhex(t, tc.Aad), unhex(t, tc.Msg)
-			sealed := append(unhex(t, tc.Ct), unhex(t, tc.Tag)...)
+			nonce, aad, msg := testutil.Unhex(t, tc.Iv), testutil.Unhex(t, tc.Aad), testutil.Unhex(t, tc.Msg)
+			sealed := append(testutil.Unhex(t, tc.Ct), testutil.Unhex(t, tc.Tag)...)
 			opened, openErr := a.Open(nil, nonce, sealed, aad)
 			ran++
 			switch tc.Result {

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"testing"
@@ -17,4 +18,14 @@ func ReadJSON(t testing.TB, path string, v any) {
 	if err := json.Unmarshal(data, v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Unhex decodes the hex string s (a test vector's field), and fails the test if it is not hex.
+func Unhex(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
