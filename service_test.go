@@ -351,21 +351,7 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := make([]byte, 32<<10)
-	blocked := false
-	sent := 0
-	for i := 0; i < 10000; i++ { // 320 MiB if nothing pushed back
-		if err := sess.Send("/slow", msg); err != nil {
-			if !errors.Is(err, ErrSessionBlocked) {
-				t.Fatal(err)
-			}
-			blocked = true
-			break
-		}
-		sent++
-	}
-	if !blocked {
-		t.Fatal("sender never blocked on a receiver that does not read")
-	}
+	sent := sendUntilBlocked(t, sess, "/slow", msg, 10000) // 320 MiB if nothing pushed back
 	// SendContext waits, then gives up with ctx; a few more messages may fit as the writer
 	// drains into flow-control windows and socket buffers, but that too is bounded.
 	for i := 0; ; i++ {
