@@ -343,48 +343,40 @@ func testWrongKey(t *testing.T) {
 }
 
 func BenchmarkSeal(b *testing.B) {
-	for _, s := range allSuites {
-		for _, size := range []int{64, 1024, 16 * 1024} {
-			b.Run(fmt.Sprintf("%s/%s", s, sizeName(size)), func(b *testing.B) {
-				a, _ := New(s, make([]byte, s.KeySize()))
-				nonce := make([]byte, s.NonceSize())
-				msg := make([]byte, size)
-				dst := make([]byte, 0, size+s.Overhead())
-				b.SetBytes(int64(size))
-				b.ReportAllocs()
-				for b.Loop() {
-					dst = a.Seal(dst[:0], nonce, msg, nil)
-				}
-			})
+	benchSuites(b, func(b *testing.B, a cipher.AEAD, nonce []byte, size int) {
+		msg := make([]byte, size)
+		dst := make([]byte, 0, size+a.Overhead())
+		for b.Loop() {
+			dst = a.Seal(dst[:0], nonce, msg, nil)
 		}
-	}
+	})
 }
 
 func BenchmarkOpen(b *testing.B) {
+	benchSuites(b, func(b *testing.B, a cipher.AEAD, nonce []byte, size int) {
+		sealed := a.Seal(nil, nonce, make([]byte, size), nil)
+		dst := make([]byte, 0, size)
+		for b.Loop() {
+			var err error
+			dst, err = a.Open(dst[:0], nonce, sealed, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// benchSuites runs f for every suite and message size, with the suite's AEAD under a zero
+// key and a zero nonce; the sub-benchmark is named "suite/size" and counts size bytes a loop.
+func benchSuites(b *testing.B, f func(b *testing.B, a cipher.AEAD, nonce []byte, size int)) {
 	for _, s := range allSuites {
 		for _, size := range []int{64, 1024, 16 * 1024} {
-			b.Run(fmt.Sprintf("%s/%s", s, sizeName(size)), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/%s", s, testutil.SizeName(size)), func(b *testing.B) {
 				a, _ := New(s, make([]byte, s.KeySize()))
-				nonce := make([]byte, s.NonceSize())
-				sealed := a.Seal(nil, nonce, make([]byte, size), nil)
-				dst := make([]byte, 0, size)
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
-				for b.Loop() {
-					var err error
-					dst, err = a.Open(dst[:0], nonce, sealed, nil)
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				f(b, a, make([]byte, s.NonceSize()), size)
 			})
 		}
 	}
-}
-
-func sizeName(n int) string {
-	if n >= 1024 {
-		return fmt.Sprintf("%dKiB", n/1024)
-	}
-	return fmt.Sprintf("%dB", n)
 }
