@@ -244,11 +244,9 @@ func tlsConfigs(b *testing.B) (srv, cli *tls.Config) {
 	return srv, cli
 }
 
-func tlsPair(b *testing.B) (net.Conn, net.Conn) {
-	b.Helper()
-	srvCfg, cliCfg := tlsConfigs(b)
-	x, y := testutil.TCPPair(b)
-	srv, cli := tls.Server(y, srvCfg), tls.Client(x, cliCfg)
+// tlsHandshake runs a TLS handshake, the client on x and the server on y at once.
+func tlsHandshake(b *testing.B, x, y net.Conn, srvCfg, cliCfg *tls.Config) (cli, srv *tls.Conn) {
+	srv, cli = tls.Server(y, srvCfg), tls.Client(x, cliCfg)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Handshake() }()
 	if err := cli.Handshake(); err != nil {
@@ -257,6 +255,14 @@ func tlsPair(b *testing.B) (net.Conn, net.Conn) {
 	if err := <-errc; err != nil {
 		b.Fatal(err)
 	}
+	return cli, srv
+}
+
+func tlsPair(b *testing.B) (net.Conn, net.Conn) {
+	b.Helper()
+	srvCfg, cliCfg := tlsConfigs(b)
+	x, y := testutil.TCPPair(b)
+	cli, srv := tlsHandshake(b, x, y, srvCfg, cliCfg)
 	if cs := cli.ConnectionState().CipherSuite; cs != tls.TLS_AES_128_GCM_SHA256 {
 		b.Fatalf("TLS suite %s, want TLS_AES_128_GCM_SHA256", tls.CipherSuiteName(cs))
 	}
@@ -320,15 +326,7 @@ func benchTLSHandshake(b *testing.B) {
 	srvCfg, cliCfg := tlsConfigs(b)
 	pair := loopbackDialer(b)
 	one := func(x, y net.Conn) {
-		srv, cli := tls.Server(y, srvCfg), tls.Client(x, cliCfg)
-		errc := make(chan error, 1)
-		go func() { errc <- srv.Handshake() }()
-		if err := cli.Handshake(); err != nil {
-			b.Fatal(err)
-		}
-		if err := <-errc; err != nil {
-			b.Fatal(err)
-		}
+		tlsHandshake(b, x, y, srvCfg, cliCfg)
 		x.Close()
 		y.Close()
 	}
