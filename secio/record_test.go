@@ -326,21 +326,7 @@ func TestCloseDuringWrite(t *testing.T) {
 	for i := range 30 {
 		sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
 		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			msg := make([]byte, 100)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := sa.Write(msg); err != nil {
-					return
-				}
-			}
-		}()
+		done := keepWriting(sa, 100, stop)
 		readErr := make(chan error, 1)
 		go func() {
 			_, err := io.Copy(io.Discard, sb)
@@ -444,21 +430,7 @@ func TestCloseLingerBounded(t *testing.T) {
 	closeLinger = 200 * time.Millisecond
 	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
 	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { // the peer ignores the close record: it writes on and never closes
-		defer close(done)
-		msg := make([]byte, 16<<10)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := sb.Write(msg); err != nil {
-				return
-			}
-		}
-	}()
+	done := keepWriting(sb, 16<<10, stop) // the peer ignores the close record: it writes on and never closes
 	time.Sleep(20 * time.Millisecond)
 	closed := make(chan struct{})
 	go func() {
