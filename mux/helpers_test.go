@@ -99,6 +99,22 @@ func roundTrip(ctx context.Context, s *Session, msg []byte) error {
 	return nil
 }
 
+// openAnnounced opens n streams on s and writes a byte on each, so that the peer learns of
+// it (a stream's opening travels with its first frame).
+func openAnnounced(t testing.TB, s *Session, n int) []*Stream {
+	t.Helper()
+	var streams []*Stream
+	for range n {
+		st, err := s.OpenStream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Write([]byte{1})
+		streams = append(streams, st)
+	}
+	return streams
+}
+
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

@@ -75,15 +75,7 @@ func TestMaxStreamsOutbound(t *testing.T) {
 			}
 		}()
 		ctx := context.Background()
-		var streams []*Stream
-		for range 4 {
-			st, err := c.OpenStream(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st.Write([]byte{1}) // announce it
-			streams = append(streams, st)
-		}
+		streams := openAnnounced(t, c, 4)
 		if _, err := c.OpenStream(ctx); !errors.Is(err, ErrTooManyStreams) {
 			t.Fatalf("5th OpenStream = %v, want ErrTooManyStreams", err)
 		}
@@ -183,15 +175,7 @@ func TestAcceptBacklog(t *testing.T) {
 	a, b := testutil.TCPPair(t)
 	c, s := sessionPair(t, a, b, nil, &Config{AcceptBacklog: 2})
 	ctx := context.Background()
-	var streams []*Stream
-	for range 4 {
-		st, err := c.OpenStream(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st.Write([]byte{1}) // announce it (the refusal of 3 and 4 may already be back)
-		streams = append(streams, st)
-	}
+	streams := openAnnounced(t, c, 4) // the refusal of 3 and 4 may already be back
 	for _, st := range streams[2:] {
 		st.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := st.Read(make([]byte, 1)); !errors.Is(err, ErrStreamReset) {
