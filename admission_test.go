@@ -290,13 +290,7 @@ func TestAdmissionLimits(t *testing.T) {
 		if _, err := idle.Dial(context.Background(), addr); err != nil {
 			t.Fatal(err)
 		}
-		bs, err := busy.Dial(context.Background(), addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := bs.OpenProtocol(context.Background(), "/e"); err != nil {
-			t.Fatal(err)
-		}
+		dialOpen(t, busy, addr, "/e")
 		id := idle.ID()
 		log.waitFor(t, "idle close", func(e Event) bool {
 			return e.Type == EventSessionClosed && e.Peer == id && errors.Is(e.Err, ErrIdleSession)

@@ -179,14 +179,20 @@ func echoPair(t *testing.T, name string) (sess *Session, bb *inbox, a, b *Servic
 	bb = newInbox()
 	a = newService(t, Config{Protocols: []Protocol{echoProto(name, newInbox())}})
 	b = newService(t, Config{Protocols: []Protocol{echoProto(name, bb)}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
+	return dialOpen(t, a, listen(t, b), name), bb, a, b
+}
+
+// dialOpen dials addr from svc and opens proto on the new session.
+func dialOpen(t testing.TB, svc *Service, addr Addr, proto string) *Session {
+	t.Helper()
+	sess, err := svc.Dial(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sess.OpenProtocol(context.Background(), name); err != nil {
+	if err := sess.OpenProtocol(context.Background(), proto); err != nil {
 		t.Fatal(err)
 	}
-	return sess, bb, a, b
+	return sess
 }
 
 // holdProto is a raw-mode protocol whose handlers wait on c.Done(), as the StreamHandler

@@ -343,13 +343,7 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 		MaxMessageSize: 64 << 10,
 	})
 	b := newService(t, Config{Protocols: []Protocol{{Name: "/slow", Versions: []string{"1"}, Handler: stuck}}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.OpenProtocol(context.Background(), "/slow"); err != nil {
-		t.Fatal(err)
-	}
+	sess := dialOpen(t, a, listen(t, b), "/slow")
 	msg := make([]byte, 32<<10)
 	sent := sendUntilBlocked(t, sess, "/slow", msg, 10000) // 320 MiB if nothing pushed back
 	// SendContext waits, then gives up with ctx; a few more messages may fit as the writer
@@ -464,13 +458,7 @@ func TestRawStreamProtocol(t *testing.T) {
 	p := Protocol{Name: "/raw", Versions: []string{"1"}, StreamHandler: recv}
 	a := newService(t, Config{Protocols: []Protocol{p}})
 	b := newService(t, Config{Protocols: []Protocol{p}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.OpenProtocol(context.Background(), "/raw"); err != nil {
-		t.Fatal(err)
-	}
+	dialOpen(t, a, listen(t, b), "/raw")
 	select {
 	case m := <-got:
 		if string(m) != "raw bytes" {
