@@ -22,6 +22,16 @@ func transports(t *testing.T, f func(t *testing.T, newPair func() (net.Conn, net
 	t.Run("tcp", func(t *testing.T) { f(t, func() (net.Conn, net.Conn) { return testutil.TCPPair(t) }) })
 }
 
+// sessionPairs runs f on each transport, with a client session configured by ccfg and a
+// server session by scfg over a new pair of connections (see sessionPair).
+func sessionPairs(t *testing.T, ccfg, scfg *Config, f func(t *testing.T, c, s *Session)) {
+	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
+		a, b := newPair()
+		c, s := sessionPair(t, a, b, ccfg, scfg)
+		f(t, c, s)
+	})
+}
+
 // sessionPair starts a client over a and a server over b; both are closed at
 // the end of the test.
 func sessionPair(t testing.TB, a, b net.Conn, ccfg, scfg *Config) (*Session, *Session) {

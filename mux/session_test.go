@@ -14,9 +14,7 @@ import (
 )
 
 func TestOpenAcceptMany(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, nil, nil)
+	sessionPairs(t, nil, nil, func(t *testing.T, c, s *Session) {
 		waitC, waitS := echo(t, c), echo(t, s)
 		var wg sync.WaitGroup
 		for i := range 100 {
@@ -60,9 +58,7 @@ func TestStreamIDs(t *testing.T) {
 }
 
 func TestMaxStreamsOutbound(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, &Config{MaxStreams: 4}, nil)
+	sessionPairs(t, &Config{MaxStreams: 4}, nil, func(t *testing.T, c, s *Session) {
 		accepted := make(chan *Stream, 8)
 		go func() {
 			for {
@@ -112,9 +108,7 @@ func TestMaxStreamsOutbound(t *testing.T) {
 }
 
 func TestMaxStreamsInbound(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, nil, &Config{MaxStreams: 3})
+	sessionPairs(t, nil, &Config{MaxStreams: 3}, func(t *testing.T, c, s *Session) {
 		ctx := context.Background()
 		var streams []*Stream
 		for i := range 6 {
@@ -229,10 +223,8 @@ func TestContextCancel(t *testing.T) {
 }
 
 func TestCloseWithStreamsOpen(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		small := &Config{MaxStreamWindow: MinStreamWindow}
-		c, s := sessionPair(t, a, b, small, small)
+	small := &Config{MaxStreamWindow: MinStreamWindow}
+	sessionPairs(t, small, small, func(t *testing.T, c, s *Session) {
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		errs := make(chan error, 20)
