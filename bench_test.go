@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // Whole-stack benchmarks over loopback TCP: secio + mux + protocol + Service.
@@ -175,10 +177,7 @@ func BenchmarkIdleConnection(b *testing.B) {
 }
 
 func heapInUse() (heap, stack uint64, goroutines int) {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
+	ms := testutil.SettledMemStats()
 	return ms.HeapInuse, ms.StackInuse, runtime.NumGoroutine()
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tendril-p2p/tendril/hash/blake3"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // The helpers of the package's tests: services on loopback, an inbox handler, the event
@@ -475,14 +475,8 @@ func checkNoLeaks(t *testing.T) {
 	})
 }
 
-// liveHeap returns the live heap after a full collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse
-}
+// liveHeap returns the heap in use after full collections.
+func liveHeap() uint64 { return testutil.SettledMemStats().HeapInuse }
 
 // sendSeq sends messages first..last-1 (digestMsg, size bytes) on a session's protocol,
 // waiting for queue space; it stops at the first error and returns it.

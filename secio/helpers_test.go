@@ -181,6 +181,19 @@ func (memConn) SetDeadline(time.Time) error      { return nil }
 func (memConn) SetReadDeadline(time.Time) error  { return nil }
 func (memConn) SetWriteDeadline(time.Time) error { return nil }
 
+// skipMemoryTest skips a test that measures retained memory with -short (the test says in
+// cost what it does) and under the race detector, which changes what goroutines and
+// allocations retain.
+func skipMemoryTest(t *testing.T, cost string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(cost)
+	}
+	if raceEnabled {
+		t.Skip("the race detector changes what goroutines and allocations retain")
+	}
+}
+
 // keepWriting writes messages of size bytes to c on a new goroutine until a Write fails or
 // stop is closed; the channel it returns is closed when the goroutine has returned.
 func keepWriting(c net.Conn, size int, stop <-chan struct{}) <-chan struct{} {
