@@ -154,21 +154,7 @@ func TestAdmissionSilentSockets(t *testing.T) {
 					}
 					conns = append(conns, c)
 					if trickle {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							b := []byte{0, 0, 0, 71, 1, 0, 1}
-							for j := 0; ; j++ {
-								if _, err := c.Write(b[j%len(b) : j%len(b)+1]); err != nil {
-									return
-								}
-								select {
-								case <-time.After(500 * time.Millisecond):
-								case <-stop:
-									return
-								}
-							}
-						}()
+						wg.Go(func() { trickleHello(c, 500*time.Millisecond, stop) })
 					}
 				}
 				defer func() {
@@ -304,13 +290,7 @@ func TestAdmissionLimits(t *testing.T) {
 		if _, err := idle.Dial(context.Background(), addr); err != nil {
 			t.Fatal(err)
 		}
-		bs, err := busy.Dial(context.Background(), addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := bs.OpenProtocol(context.Background(), "/e"); err != nil {
-			t.Fatal(err)
-		}
+		dialOpen(t, busy, addr, "/e")
 		id := idle.ID()
 		log.waitFor(t, "idle close", func(e Event) bool {
 			return e.Type == EventSessionClosed && e.Peer == id && errors.Is(e.Err, ErrIdleSession)

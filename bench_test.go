@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // Whole-stack benchmarks over loopback TCP: secio + mux + protocol + Service.
@@ -25,32 +27,19 @@ func benchPair(b *testing.B) (*Service, *Service, *Session, chan []byte) {
 		}
 	})
 	replies := make(chan []byte, 1)
-	server := newBenchService(b, Config{Protocols: []Protocol{
+	server := newService(b, Config{Protocols: []Protocol{
 		{Name: "/sink", Versions: []string{"1"}, StreamHandler: sink},
 		{Name: "/echo", Versions: []string{"1"}, Handler: HandlerFuncs{OnReceived: func(c *Context, m []byte) { c.Send(m) }}},
 	}})
-	client := newBenchService(b, Config{Protocols: []Protocol{
+	client := newService(b, Config{Protocols: []Protocol{
 		{Name: "/sink", Versions: []string{"1"}, StreamHandler: sink},
 		{Name: "/echo", Versions: []string{"1"}, Handler: HandlerFuncs{OnReceived: func(_ *Context, m []byte) { replies <- m }}},
 	}})
-	addr, err := server.Listen(context.Background(), loopback)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sess, err := client.Dial(context.Background(), addr)
+	sess, err := client.Dial(context.Background(), listen(b, server))
 	if err != nil {
 		b.Fatal(err)
 	}
 	return client, server, sess, replies
-}
-
-func newBenchService(b *testing.B, cfg Config) *Service {
-	svc, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { svc.Close() })
-	return svc
 }
 
 func BenchmarkThroughput(b *testing.B) {
@@ -119,12 +108,12 @@ func BenchmarkRoundTrip64(b *testing.B) {
 func BenchmarkConnect(b *testing.B) {
 	replies := make(chan []byte, 1)
 	echo := Protocol{Name: "/echo", Versions: []string{"1"}, Handler: HandlerFuncs{OnReceived: func(c *Context, m []byte) { c.Send(m) }}}
-	server := newBenchService(b, Config{Protocols: []Protocol{echo}, MaxConnections: 1 << 16})
+	server := newService(b, Config{Protocols: []Protocol{echo}, MaxConnections: 1 << 16})
 	addr, err := server.Listen(context.Background(), loopback)
 	if err != nil {
 		b.Fatal(err)
 	}
-	client := newBenchService(b, Config{MaxConnections: 1 << 16, Protocols: []Protocol{{Name: "/echo", Versions: []string{"1"},
+	client := newService(b, Config{MaxConnections: 1 << 16, Protocols: []Protocol{{Name: "/echo", Versions: []string{"1"},
 		Handler: HandlerFuncs{OnReceived: func(_ *Context, m []byte) { replies <- m }}}}})
 	msg := make([]byte, 64)
 	b.ResetTimer()
@@ -153,16 +142,16 @@ func BenchmarkIdleConnection(b *testing.B) {
 	const conns = 200
 	for range b.N {
 		echo := Protocol{Name: "/echo", Versions: []string{"1"}, Handler: HandlerFuncs{}}
-		server := newBenchService(b, Config{Protocols: []Protocol{echo}, MaxConnections: 2 * conns})
+		server := newService(b, Config{Protocols: []Protocol{echo}, MaxConnections: 2 * conns})
 		addr, err := server.Listen(context.Background(), loopback)
 		if err != nil {
 			b.Fatal(err)
 		}
-		client := newBenchService(b, Config{Protocols: []Protocol{echo}, MaxConnections: 2 * conns})
+		client := newService(b, Config{Protocols: []Protocol{echo}, MaxConnections: 2 * conns})
 		// Distinct client identities, so that each connection is its own session.
 		clients := []*Service{client}
 		for range conns - 1 {
-			clients = append(clients, newBenchService(b, Config{Protocols: []Protocol{echo}}))
+			clients = append(clients, newService(b, Config{Protocols: []Protocol{echo}}))
 		}
 		time.Sleep(50 * time.Millisecond)
 		before, stack0, g0 := heapInUse()
@@ -188,10 +177,7 @@ func BenchmarkIdleConnection(b *testing.B) {
 }
 
 func heapInUse() (heap, stack uint64, goroutines int) {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
+	ms := testutil.SettledMemStats()
 	return ms.HeapInuse, ms.StackInuse, runtime.NumGoroutine()
 }
 

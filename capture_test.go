@@ -2,7 +2,6 @@ package tendril
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"net"
@@ -82,14 +81,7 @@ func TestCaptureHidesIdentities(t *testing.T) {
 	}
 	p := newRecordingProxy(t, target)
 	addr := MustParseAddr("/ip4/127.0.0.1/tcp/" + strconv.Itoa(p.ln.Addr().(*net.TCPAddr).Port)).WithPeer(b.ID())
-	ctx := context.Background()
-	sess, err := a.Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.OpenProtocol(ctx, proto); err != nil {
-		t.Fatal(err)
-	}
+	sess := dialOpen(t, a, addr, proto)
 	if err := sess.Send(proto, []byte("hello b")); err != nil {
 		t.Fatal(err)
 	}

@@ -98,13 +98,7 @@ func TestCloseFromOwnHandler(t *testing.T) {
 			})
 			box := newInbox()
 			a := newService(t, Config{Protocols: []Protocol{echoProto("/kick", box)}})
-			sess, err := a.Dial(context.Background(), listen(t, b))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sess.OpenProtocol(context.Background(), "/kick"); err != nil {
-				t.Fatal(err)
-			}
+			sess := dialOpen(t, a, listen(t, b), "/kick")
 			if err := sess.Send("/kick", []byte("misbehave")); err != nil {
 				t.Fatal(err)
 			}
@@ -158,13 +152,7 @@ func TestServiceCloseWithStuckHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newService(t, Config{Protocols: []Protocol{echoProto("/stuck", newInbox())}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.OpenProtocol(context.Background(), "/stuck"); err != nil {
-		t.Fatal(err)
-	}
+	sess := dialOpen(t, a, listen(t, b), "/stuck")
 	if err := sess.Send("/stuck", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -310,13 +298,7 @@ func TestDroppedSessionEndsMessageHandler(t *testing.T) {
 	srv := newService(t, Config{Protocols: []Protocol{{Name: "/m", Versions: []string{"1"}, Handler: h}}})
 	log := collectEvents(srv)
 	cli := newService(t, Config{Protocols: []Protocol{{Name: "/m", Versions: []string{"1"}, Handler: HandlerFuncs{}}}})
-	sess, err := cli.Dial(context.Background(), listen(t, srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.OpenProtocol(context.Background(), "/m"); err != nil {
-		t.Fatal(err)
-	}
+	sess := dialOpen(t, cli, listen(t, srv), "/m")
 	if err := sess.Send("/m", []byte("block")); err != nil {
 		t.Fatal(err)
 	}

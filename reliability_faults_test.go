@@ -165,13 +165,7 @@ func runFault(t *testing.T, f faultnet.Fault, ph phase, want []error) {
 	ctx := context.Background()
 
 	// C: a well-behaved peer on B, before and after the fault.
-	sc, err := c.Dial(ctx, bAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.OpenProtocol(ctx, proto); err != nil {
-		t.Fatal(err)
-	}
+	sc := dialOpen(t, c, bAddr, proto)
 	if err := sendSeq(sc, proto, 0, 10, 500); err != nil {
 		t.Fatal(err)
 	}

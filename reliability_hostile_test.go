@@ -37,6 +37,21 @@ func hostileConfig(h Handler) Config {
 	}
 }
 
+// hostileService checks the test for leaks (checkNoLeaks), then starts a Service with
+// hostileConfig, changed by tune if not nil, and returns it with its checker, its events and
+// the address it listens on.
+func hostileService(t *testing.T, tune func(*Config)) (*Service, *checker, *eventLog, Addr) {
+	t.Helper()
+	checkNoLeaks(t)
+	box := newChecker()
+	cfg := hostileConfig(box)
+	if tune != nil {
+		tune(&cfg)
+	}
+	srv := newService(t, cfg)
+	return srv, box, collectEvents(srv), listen(t, srv)
+}
+
 // goodPeer is a well-behaved peer connected to srv with the protocol open; chat sends n
 // verified messages and waits for them.
 type goodPeer struct {
@@ -106,14 +121,8 @@ func isHandshakeFailure(want error) func(Event) bool {
 // nothing, 100 trickle a ClientHello one byte per second); a good peer still connects and chats,
 // and the server closes every slow connection when its handshake timeout expires.
 func TestHostileSlowloris(t *testing.T) {
-	checkNoLeaks(t)
 	const slow, trickle = 500, 100
-	box := newChecker()
-	cfg := hostileConfig(box)
-	cfg.MaxConnections = slow + 10
-	srv := newService(t, cfg)
-	log := collectEvents(srv)
-	addr := listen(t, srv)
+	srv, box, log, addr := hostileService(t, func(cfg *Config) { cfg.MaxConnections = slow + 10 })
 
 	conns := make([]*net.TCPConn, slow)
 	for i := range conns {
@@ -122,22 +131,8 @@ func TestHostileSlowloris(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range trickle {
-		wg.Add(1)
-		go func(c net.Conn) {
-			defer wg.Done()
-			// The start of a plausible first message (its length, then a trickle)
-			b := []byte{0, 0, 0, 71, 1, 0, 1}
-			for j := 0; ; j++ {
-				if _, err := c.Write(b[j%len(b) : j%len(b)+1]); err != nil {
-					return
-				}
-				select {
-				case <-time.After(time.Second):
-				case <-stop:
-					return
-				}
-			}
-		}(conns[i])
+		c := conns[i]
+		wg.Go(func() { trickleHello(c, time.Second, stop) })
 	}
 	// While all of them hold a handshake slot, a good peer connects and chats.
 	g := newGoodPeer(t, srv, box, addr)
@@ -150,7 +145,7 @@ func TestHostileSlowloris(t *testing.T) {
 		rg.Add(1)
 		go func() {
 			defer rg.Done()
-			if waitClosedByPeer(c, cfg.HandshakeTimeout+30*time.Second) == nil {
+			if waitClosedByPeer(c, srv.cfg.HandshakeTimeout+30*time.Second) == nil {
 				closed.Add(1)
 			}
 		}()
@@ -175,11 +170,7 @@ func TestHostileSlowloris(t *testing.T) {
 // 4 GiB claimed) are refused as invalid handshake messages, without allocating what they
 // claim, while a good peer keeps chatting.
 func TestHostileBytesBeforeHandshake(t *testing.T) {
-	checkNoLeaks(t)
-	box := newChecker()
-	srv := newService(t, hostileConfig(box))
-	log := collectEvents(srv)
-	addr := listen(t, srv)
+	srv, box, log, addr := hostileService(t, nil)
 	g := newGoodPeer(t, srv, box, addr)
 
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -289,6 +280,19 @@ func (p *rawPeer) startMux(t *testing.T) {
 	p.ms = ms
 }
 
+// openNegotiated opens a stream and negotiates hostileProto on it, as a good peer would.
+func (p *rawPeer) openNegotiated(t *testing.T) *mux.Stream {
+	t.Helper()
+	st, err := p.ms.OpenStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.Negotiate(context.Background(), st, hostileProto, []string{"1.0"}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func (p *rawPeer) close() {
 	if p.ms != nil {
 		p.ms.Close()
@@ -301,11 +305,7 @@ func (p *rawPeer) close() {
 // in clear, an oversize frame length, garbage inside valid encrypted frames, or a protocol
 // message that claims 4 GiB: only its session (or stream) ends, with the right error.
 func TestHostileAfterHandshake(t *testing.T) {
-	checkNoLeaks(t)
-	box := newChecker()
-	srv := newService(t, hostileConfig(box))
-	log := collectEvents(srv)
-	addr := listen(t, srv)
+	srv, box, log, addr := hostileService(t, nil)
 	g := newGoodPeer(t, srv, box, addr)
 
 	closedWith := func(p *rawPeer, want error) func(Event) bool {
@@ -333,13 +333,7 @@ func TestHostileAfterHandshake(t *testing.T) {
 	t.Run("message-4GiB", func(t *testing.T) {
 		p := handshakeRaw(t, addr)
 		p.startMux(t)
-		st, err := p.ms.OpenStream(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := protocol.Negotiate(context.Background(), st, hostileProto, []string{"1.0"}); err != nil {
-			t.Fatal(err)
-		}
+		st := p.openNegotiated(t)
 		heap0 := liveHeap()
 		st.Write([]byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3})
 		id := p.sc.LocalPeer()
@@ -361,11 +355,7 @@ func TestHostileAfterHandshake(t *testing.T) {
 // starts negotiations and never finishes them (some one byte per second). The stream limits
 // and the negotiation timeout bound what it costs; the good peer keeps chatting.
 func TestHostileStreams(t *testing.T) {
-	checkNoLeaks(t)
-	box := newChecker()
-	srv := newService(t, hostileConfig(box))
-	log := collectEvents(srv)
-	addr := listen(t, srv)
+	srv, box, log, addr := hostileService(t, nil)
 	g := newGoodPeer(t, srv, box, addr)
 	g0 := countGoroutines()
 
@@ -466,45 +456,22 @@ func waitGoroutines(t *testing.T, n int) {
 // sends block (ErrSessionBlocked) once its queue is full, its memory stays bounded, and its
 // other sessions keep working.
 func TestHostileNonReader(t *testing.T) {
-	checkNoLeaks(t)
-	box := newChecker()
-	cfg := hostileConfig(box)
-	cfg.SendQueueBytes = 1 << 20
-	cfg.MaxMessageSize = 64 << 10
-	srv := newService(t, cfg)
-	log := collectEvents(srv)
-	addr := listen(t, srv)
+	srv, box, log, addr := hostileService(t, func(cfg *Config) {
+		cfg.SendQueueBytes = 1 << 20
+		cfg.MaxMessageSize = 64 << 10
+	})
 	g := newGoodPeer(t, srv, box, addr)
 
 	p := handshakeRaw(t, addr)
 	p.startMux(t)
-	st, err := p.ms.OpenStream(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := protocol.Negotiate(context.Background(), st, hostileProto, []string{"1.0"}); err != nil {
-		t.Fatal(err)
-	}
+	p.openNegotiated(t)
 	p.gate.stopReading()
 	id := p.sc.LocalPeer()
 	sess := waitProtocol(t, srv, id, hostileProto)
 
 	heap0 := liveHeap()
 	msg := make([]byte, 32<<10)
-	sent, blocked := 0, false
-	for range 100000 { // 3 GiB if nothing pushed back
-		if err := sess.Send(hostileProto, msg); err != nil {
-			if !errors.Is(err, ErrSessionBlocked) {
-				t.Fatal(err)
-			}
-			blocked = true
-			break
-		}
-		sent++
-	}
-	if !blocked {
-		t.Fatal("sends to a peer that never reads never blocked")
-	}
+	sent := sendUntilBlocked(t, sess, hostileProto, msg, 100000) // 3 GiB if nothing pushed back
 	// Let the writer push what it can into windows and socket buffers, then try again.
 	time.Sleep(500 * time.Millisecond)
 	for range 1000 {
@@ -513,8 +480,8 @@ func TestHostileNonReader(t *testing.T) {
 		}
 		sent++
 	}
-	if q := sess.QueuedBytes(); q > cfg.SendQueueBytes {
-		t.Fatalf("queued %d bytes, bound %d", q, cfg.SendQueueBytes)
+	if q := sess.QueuedBytes(); q > srv.cfg.SendQueueBytes {
+		t.Fatalf("queued %d bytes, bound %d", q, srv.cfg.SendQueueBytes)
 	}
 	grown := int64(liveHeap()) - int64(heap0)
 	t.Logf("non-reader: %d KiB accepted before blocking, heap +%d KiB", sent*len(msg)>>10, grown>>10)

@@ -343,29 +343,9 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 		MaxMessageSize: 64 << 10,
 	})
 	b := newService(t, Config{Protocols: []Protocol{{Name: "/slow", Versions: []string{"1"}, Handler: stuck}}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.OpenProtocol(context.Background(), "/slow"); err != nil {
-		t.Fatal(err)
-	}
+	sess := dialOpen(t, a, listen(t, b), "/slow")
 	msg := make([]byte, 32<<10)
-	blocked := false
-	sent := 0
-	for i := 0; i < 10000; i++ { // 320 MiB if nothing pushed back
-		if err := sess.Send("/slow", msg); err != nil {
-			if !errors.Is(err, ErrSessionBlocked) {
-				t.Fatal(err)
-			}
-			blocked = true
-			break
-		}
-		sent++
-	}
-	if !blocked {
-		t.Fatal("sender never blocked on a receiver that does not read")
-	}
+	sent := sendUntilBlocked(t, sess, "/slow", msg, 10000) // 320 MiB if nothing pushed back
 	// SendContext waits, then gives up with ctx; a few more messages may fit as the writer
 	// drains into flow-control windows and socket buffers, but that too is bounded.
 	for i := 0; ; i++ {
@@ -478,13 +458,7 @@ func TestRawStreamProtocol(t *testing.T) {
 	p := Protocol{Name: "/raw", Versions: []string{"1"}, StreamHandler: recv}
 	a := newService(t, Config{Protocols: []Protocol{p}})
 	b := newService(t, Config{Protocols: []Protocol{p}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.OpenProtocol(context.Background(), "/raw"); err != nil {
-		t.Fatal(err)
-	}
+	dialOpen(t, a, listen(t, b), "/raw")
 	select {
 	case m := <-got:
 		if string(m) != "raw bytes" {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	tendril "github.com/tendril-p2p/tendril/hash/blake3"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 	zeebo "github.com/zeebo/blake3"
 	luke "lukechampine.com/blake3"
 )
@@ -19,61 +21,41 @@ var blake3Sizes = []int{64, 1 << 10, 8 << 10, 64 << 10, 1 << 20}
 
 var blake3Sink [32]byte
 
-func sizeName(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
+// blake3Lib is one library's one-shot 32-byte hash.
+type blake3Lib struct {
+	name string
+	sum  func([]byte) [32]byte
 }
 
 func BenchmarkBLAKE3(b *testing.B) {
-	buf := make([]byte, 1<<20)
-	for i := range buf {
-		buf[i] = byte(i)
-	}
-	libs := []struct {
-		name string
-		sum  func([]byte) [32]byte
-	}{
+	benchBLAKE3(b, blake3Sizes, []blake3Lib{
 		{"tendril", tendril.Sum256},
 		{"zeebo", zeebo.Sum256},
 		{"lukechampine", func(p []byte) [32]byte { return luke.Sum256(p) }},
-	}
-	for _, n := range blake3Sizes {
-		for _, lib := range libs {
-			b.Run(fmt.Sprintf("size=%s/lib=%s", sizeName(n), lib.name), func(b *testing.B) {
-				b.SetBytes(int64(n))
-				b.ReportAllocs()
-				for b.Loop() {
-					blake3Sink = lib.sum(buf[:n])
-				}
-			})
-		}
-	}
+	})
 }
 
 // BenchmarkBLAKE3Parallel compares the multi-core hash with the single-core
 // ones on long inputs; run it with -cpu 2 (or more).
 func BenchmarkBLAKE3Parallel(b *testing.B) {
-	buf := make([]byte, 16<<20)
-	for i := range buf {
-		buf[i] = byte(i)
-	}
-	libs := []struct {
-		name string
-		sum  func([]byte) [32]byte
-	}{
+	benchBLAKE3(b, []int{1 << 20, 4 << 20, 16 << 20}, []blake3Lib{
 		{"tendril", tendril.Sum256},
 		{"tendril-parallel", tendril.Sum256Parallel},
 		{"zeebo", zeebo.Sum256},
 		{"lukechampine", func(p []byte) [32]byte { return luke.Sum256(p) }},
+	})
+}
+
+// benchBLAKE3 hashes the first n bytes of the same buffer with every library, for every n
+// in sizes, as sub-benchmarks "size=N/lib=NAME".
+func benchBLAKE3(b *testing.B, sizes []int, libs []blake3Lib) {
+	buf := make([]byte, slices.Max(sizes))
+	for i := range buf {
+		buf[i] = byte(i)
 	}
-	for _, n := range []int{1 << 20, 4 << 20, 16 << 20} {
+	for _, n := range sizes {
 		for _, lib := range libs {
-			b.Run(fmt.Sprintf("size=%s/lib=%s", sizeName(n), lib.name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("size=%s/lib=%s", testutil.SizeName(n), lib.name), func(b *testing.B) {
 				b.SetBytes(int64(n))
 				b.ReportAllocs()
 				for b.Loop() {

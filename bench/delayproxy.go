@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/tendril-p2p/tendril/internal/loopback"
 )
 
 // proxyConfig is the path a delay proxy models. Both directions get the same settings.
@@ -64,18 +66,14 @@ const (
 type delayProxy struct {
 	cfg      proxyConfig
 	readSize int
-	ln       net.Listener
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	pool     sync.Pool
+	// srv accepts the clients, and holds both sides of every connection for Close.
+	srv    *loopback.Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	pool   sync.Pool
 	// links are the bottleneck's two directions, shared by all connections: up carries
 	// what clients send, down what the target sends.
 	up, down link
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
 
 	// Peaks observed over the proxy's life, for tests and for checking a run.
 	peakBacklog  atomic.Int64 // bytes waiting for the bottleneck link, one direction
@@ -139,65 +137,25 @@ func startDelayProxy(cfg proxyConfig) (*delayProxy, error) {
 		readSize = min(max(int(cfg.Rate/8/1000), 1500), proxyReadSize, cfg.Queue)
 	}
 	readSize = min(readSize, cfg.MaxInFlight)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := loopback.Listen()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &delayProxy{cfg: cfg, readSize: readSize, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	p := &delayProxy{cfg: cfg, readSize: readSize, srv: srv, ctx: ctx, cancel: cancel}
 	p.pool.New = func() any { b := make([]byte, readSize); return &b }
-	p.wg.Add(1)
-	go p.accept()
+	srv.Serve(p.serve)
 	return p, nil
 }
 
 // Addr is the host:port to dial instead of the target.
-func (p *delayProxy) Addr() string { return p.ln.Addr().String() }
+func (p *delayProxy) Addr() string { return p.srv.Addr().String() }
 
 // Close stops accepting, closes every connection at once (data still in the delay line is
 // dropped) and waits for every goroutine of the proxy to end.
 func (p *delayProxy) Close() error {
 	p.cancel()
-	err := p.ln.Close()
-	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-	return err
-}
-
-func (p *delayProxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *delayProxy) untrack(c net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
-}
-
-func (p *delayProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			p.serve(c.(*net.TCPConn))
-		}()
-	}
+	return p.srv.Close()
 }
 
 // serve forwards one connection until both directions have ended.
@@ -208,11 +166,11 @@ func (p *delayProxy) accept() {
 // 1.5 RTT after the accept, and nothing the client sent before is delivered earlier than
 // that: a client that writes at once is served as if it had waited for its connect.
 func (p *delayProxy) serve(client *net.TCPConn) {
-	if !p.track(client) {
+	if !p.srv.Track(client) {
 		client.Close()
 		return
 	}
-	defer p.untrack(client)
+	defer p.srv.Untrack(client)
 	if n := p.cfg.SocketBuffer; n > 0 {
 		_ = client.SetReadBuffer(n)
 	}
@@ -239,12 +197,12 @@ func (p *delayProxy) serve(client *net.TCPConn) {
 		return
 	}
 	target := nc.(*net.TCPConn)
-	if !p.track(target) {
+	if !p.srv.Track(target) {
 		target.Close()
 		abort()
 		return
 	}
-	defer p.untrack(target)
+	defer p.srv.Untrack(target)
 	if n := p.cfg.SocketBuffer; n > 0 {
 		_ = target.SetReadBuffer(n)
 	}

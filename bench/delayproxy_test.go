@@ -18,7 +18,7 @@ import (
 
 // proxyTo starts a TCP server running handle for every connection and a delay proxy in front
 // of it; everything is closed when the test ends.
-func proxyTo(t *testing.T, cfg proxyConfig, handle func(*net.TCPConn)) *delayProxy {
+func proxyTo(t testing.TB, cfg proxyConfig, handle func(*net.TCPConn)) *delayProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,7 +50,7 @@ func proxyTo(t *testing.T, cfg proxyConfig, handle func(*net.TCPConn)) *delayPro
 	return p
 }
 
-func dialProxy(t *testing.T, p *delayProxy) *net.TCPConn {
+func dialProxy(t testing.TB, p *delayProxy) *net.TCPConn {
 	t.Helper()
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
@@ -339,31 +339,11 @@ func BenchmarkDelayProxy(b *testing.B) {
 	for _, delay := range []time.Duration{0, 25 * time.Millisecond} {
 		b.Run(fmt.Sprintf("rtt=%v", 2*delay), func(b *testing.B) {
 			done := make(chan int64, 1)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					done <- 0
-					return
-				}
+			p := proxyTo(b, proxyConfig{Delay: delay}, func(c *net.TCPConn) {
 				n, _ := io.Copy(io.Discard, c)
-				c.Close()
 				done <- n
-			}()
-			p, err := startDelayProxy(proxyConfig{Target: ln.Addr().String(), Delay: delay})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
-			c, err := net.Dial("tcp", p.Addr())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
+			})
+			c := dialProxy(b, p)
 			buf := make([]byte, 64<<10)
 			b.SetBytes(int64(len(buf)))
 			b.ResetTimer()
@@ -372,7 +352,7 @@ func BenchmarkDelayProxy(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			_ = c.(*net.TCPConn).CloseWrite()
+			_ = c.CloseWrite()
 			if n := <-done; n != int64(b.N*len(buf)) {
 				b.Fatalf("received %d of %d bytes", n, b.N*len(buf))
 			}

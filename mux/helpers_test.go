@@ -22,6 +22,16 @@ func transports(t *testing.T, f func(t *testing.T, newPair func() (net.Conn, net
 	t.Run("tcp", func(t *testing.T) { f(t, func() (net.Conn, net.Conn) { return testutil.TCPPair(t) }) })
 }
 
+// sessionPairs runs f on each transport, with a client session configured by ccfg and a
+// server session by scfg over a new pair of connections (see sessionPair).
+func sessionPairs(t *testing.T, ccfg, scfg *Config, f func(t *testing.T, c, s *Session)) {
+	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
+		a, b := newPair()
+		c, s := sessionPair(t, a, b, ccfg, scfg)
+		f(t, c, s)
+	})
+}
+
 // sessionPair starts a client over a and a server over b; both are closed at
 // the end of the test.
 func sessionPair(t testing.TB, a, b net.Conn, ccfg, scfg *Config) (*Session, *Session) {
@@ -97,6 +107,22 @@ func roundTrip(ctx context.Context, s *Session, msg []byte) error {
 		return fmt.Errorf("echo of %d bytes returned %d bytes", len(msg), len(got))
 	}
 	return nil
+}
+
+// openAnnounced opens n streams on s and writes a byte on each, so that the peer learns of
+// it (a stream's opening travels with its first frame).
+func openAnnounced(t testing.TB, s *Session, n int) []*Stream {
+	t.Helper()
+	var streams []*Stream
+	for range n {
+		st, err := s.OpenStream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Write([]byte{1})
+		streams = append(streams, st)
+	}
+	return streams
 }
 
 func waitFor(t testing.TB, what string, cond func() bool) {

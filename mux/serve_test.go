@@ -18,9 +18,7 @@ import (
 // that each reaches the handler once, and that no goroutine of Serve remains once the
 // handlers have returned.
 func TestServeHandlesEveryStream(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, nil, nil)
+	sessionPairs(t, nil, nil, func(t *testing.T, c, s *Session) {
 		baseline := goleak.IgnoreCurrent()
 		var handled atomic.Int64
 		release := make(chan struct{})
@@ -174,9 +172,7 @@ func TestServeClosedOnce(t *testing.T) {
 // TestServeOpeningPatterns: a stream's opening travels with its first frame, whatever the
 // opener does first: close at once, read (the peer speaks first), or write after a while.
 func TestServeOpeningPatterns(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, nil, nil)
+	sessionPairs(t, nil, nil, func(t *testing.T, c, s *Session) {
 		got := make(chan string, 8)
 		s.Serve(func(st *Stream) {
 			defer st.Close()

@@ -14,9 +14,7 @@ import (
 )
 
 func TestOpenAcceptMany(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, nil, nil)
+	sessionPairs(t, nil, nil, func(t *testing.T, c, s *Session) {
 		waitC, waitS := echo(t, c), echo(t, s)
 		var wg sync.WaitGroup
 		for i := range 100 {
@@ -60,9 +58,7 @@ func TestStreamIDs(t *testing.T) {
 }
 
 func TestMaxStreamsOutbound(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, &Config{MaxStreams: 4}, nil)
+	sessionPairs(t, &Config{MaxStreams: 4}, nil, func(t *testing.T, c, s *Session) {
 		accepted := make(chan *Stream, 8)
 		go func() {
 			for {
@@ -75,15 +71,7 @@ func TestMaxStreamsOutbound(t *testing.T) {
 			}
 		}()
 		ctx := context.Background()
-		var streams []*Stream
-		for range 4 {
-			st, err := c.OpenStream(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st.Write([]byte{1}) // announce it
-			streams = append(streams, st)
-		}
+		streams := openAnnounced(t, c, 4)
 		if _, err := c.OpenStream(ctx); !errors.Is(err, ErrTooManyStreams) {
 			t.Fatalf("5th OpenStream = %v, want ErrTooManyStreams", err)
 		}
@@ -120,9 +108,7 @@ func TestMaxStreamsOutbound(t *testing.T) {
 }
 
 func TestMaxStreamsInbound(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, nil, &Config{MaxStreams: 3})
+	sessionPairs(t, nil, &Config{MaxStreams: 3}, func(t *testing.T, c, s *Session) {
 		ctx := context.Background()
 		var streams []*Stream
 		for i := range 6 {
@@ -183,15 +169,7 @@ func TestAcceptBacklog(t *testing.T) {
 	a, b := testutil.TCPPair(t)
 	c, s := sessionPair(t, a, b, nil, &Config{AcceptBacklog: 2})
 	ctx := context.Background()
-	var streams []*Stream
-	for range 4 {
-		st, err := c.OpenStream(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st.Write([]byte{1}) // announce it (the refusal of 3 and 4 may already be back)
-		streams = append(streams, st)
-	}
+	streams := openAnnounced(t, c, 4) // the refusal of 3 and 4 may already be back
 	for _, st := range streams[2:] {
 		st.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := st.Read(make([]byte, 1)); !errors.Is(err, ErrStreamReset) {
@@ -245,10 +223,8 @@ func TestContextCancel(t *testing.T) {
 }
 
 func TestCloseWithStreamsOpen(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		small := &Config{MaxStreamWindow: MinStreamWindow}
-		c, s := sessionPair(t, a, b, small, small)
+	small := &Config{MaxStreamWindow: MinStreamWindow}
+	sessionPairs(t, small, small, func(t *testing.T, c, s *Session) {
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		errs := make(chan error, 20)

@@ -16,9 +16,7 @@ import (
 )
 
 func TestHalfClose(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, nil, nil)
+	sessionPairs(t, nil, nil, func(t *testing.T, c, s *Session) {
 		done := make(chan error, 1)
 		go func() {
 			st, err := s.AcceptStream(context.Background())
@@ -64,9 +62,7 @@ func TestHalfClose(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	transports(t, func(t *testing.T, newPair func() (net.Conn, net.Conn)) {
-		a, b := newPair()
-		c, s := sessionPair(t, a, b, nil, nil)
+	sessionPairs(t, nil, nil, func(t *testing.T, c, s *Session) {
 		ctx := context.Background()
 		st, err := c.OpenStream(ctx)
 		if err != nil {

@@ -220,7 +220,9 @@ func benchStream(b *testing.B, w, r net.Conn, size int) {
 	}
 }
 
-func tlsPair(b *testing.B) (net.Conn, net.Conn) {
+// tlsConfigs returns crypto/tls 1.3 configurations for a server with a new self-signed
+// P-256 certificate for "bench" and for a client that trusts it.
+func tlsConfigs(b *testing.B) (srv, cli *tls.Config) {
 	b.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{
@@ -234,13 +236,17 @@ func tlsPair(b *testing.B) (net.Conn, net.Conn) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 	pool := x509.NewCertPool()
 	leaf, _ := x509.ParseCertificate(der)
 	pool.AddCert(leaf)
-	x, y := testutil.TCPPair(b)
-	srv := tls.Server(y, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
-	cli := tls.Client(x, &tls.Config{RootCAs: pool, ServerName: "bench", MinVersion: tls.VersionTLS13})
+	srv = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS13}
+	cli = &tls.Config{RootCAs: pool, ServerName: "bench", MinVersion: tls.VersionTLS13}
+	return srv, cli
+}
+
+// tlsHandshake runs a TLS handshake, the client on x and the server on y at once.
+func tlsHandshake(b *testing.B, x, y net.Conn, srvCfg, cliCfg *tls.Config) (cli, srv *tls.Conn) {
+	srv, cli = tls.Server(y, srvCfg), tls.Client(x, cliCfg)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Handshake() }()
 	if err := cli.Handshake(); err != nil {
@@ -249,6 +255,14 @@ func tlsPair(b *testing.B) (net.Conn, net.Conn) {
 	if err := <-errc; err != nil {
 		b.Fatal(err)
 	}
+	return cli, srv
+}
+
+func tlsPair(b *testing.B) (net.Conn, net.Conn) {
+	b.Helper()
+	srvCfg, cliCfg := tlsConfigs(b)
+	x, y := testutil.TCPPair(b)
+	cli, srv := tlsHandshake(b, x, y, srvCfg, cliCfg)
 	if cs := cli.ConnectionState().CipherSuite; cs != tls.TLS_AES_128_GCM_SHA256 {
 		b.Fatalf("TLS suite %s, want TLS_AES_128_GCM_SHA256", tls.CipherSuiteName(cs))
 	}
@@ -309,34 +323,10 @@ func BenchmarkTCPRoundTrip(b *testing.B) {
 // benchTLSHandshake runs crypto/tls 1.3 handshakes over loopback TCP, as
 // benchHandshake does secio's, and reports the bytes each side writes.
 func benchTLSHandshake(b *testing.B) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "bench"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		DNSNames:     []string{"bench"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	leaf, _ := x509.ParseCertificate(der)
-	pool.AddCert(leaf)
-	srvCfg := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS13}
-	cliCfg := &tls.Config{RootCAs: pool, ServerName: "bench", MinVersion: tls.VersionTLS13}
+	srvCfg, cliCfg := tlsConfigs(b)
 	pair := loopbackDialer(b)
 	one := func(x, y net.Conn) {
-		srv, cli := tls.Server(y, srvCfg), tls.Client(x, cliCfg)
-		errc := make(chan error, 1)
-		go func() { errc <- srv.Handshake() }()
-		if err := cli.Handshake(); err != nil {
-			b.Fatal(err)
-		}
-		if err := <-errc; err != nil {
-			b.Fatal(err)
-		}
+		tlsHandshake(b, x, y, srvCfg, cliCfg)
 		x.Close()
 		y.Close()
 	}

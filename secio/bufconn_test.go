@@ -5,7 +5,6 @@ import (
 	"net"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
 )
@@ -28,6 +27,7 @@ func newBufPipe() *bufPipe {
 
 // bufConn is an in-memory net.Conn built from two bufPipes.
 type bufConn struct {
+	memConn // addresses and deadlines
 	in, out *bufPipe
 }
 
@@ -76,12 +76,6 @@ func (c *bufConn) Close() error {
 	}
 	return nil
 }
-
-func (c *bufConn) LocalAddr() net.Addr                { return &net.UnixAddr{Name: "mem", Net: "mem"} }
-func (c *bufConn) RemoteAddr() net.Addr               { return &net.UnixAddr{Name: "mem", Net: "mem"} }
-func (c *bufConn) SetDeadline(t time.Time) error      { return nil }
-func (c *bufConn) SetReadDeadline(t time.Time) error  { return nil }
-func (c *bufConn) SetWriteDeadline(t time.Time) error { return nil }
 
 // rawPair builds two secure Conns over x and y with fixed keys, without a
 // handshake, for tests of the frame layer and benchmarks.

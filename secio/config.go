@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
@@ -96,6 +97,34 @@ func DefaultConfig() *Config {
 	}
 }
 
+// listEntry is an entry of a Config's preference lists: a cipher suite or a key exchange.
+type listEntry interface {
+	~uint8
+	Valid() bool
+	String() string
+}
+
+// validateList checks a preference list: nil (the defaults), or 1 to maxListLen valid
+// entries, none listed twice. what names an entry in the errors, invalid says what is wrong
+// with one that is not valid.
+func validateList[T listEntry](list []T, what, invalid string) error {
+	if list == nil {
+		return nil
+	}
+	if len(list) == 0 || len(list) > maxListLen {
+		return fmt.Errorf("%w: %d %ss, want 1 to %d", ErrInvalidConfig, len(list), what, maxListLen)
+	}
+	for i, v := range list {
+		if !v.Valid() {
+			return fmt.Errorf("%w: %s %d %s", ErrInvalidConfig, what, uint8(v), invalid)
+		}
+		if slices.Contains(list[:i], v) {
+			return fmt.Errorf("%w: %s %s listed twice", ErrInvalidConfig, what, v)
+		}
+	}
+	return nil
+}
+
 // Validate reports the first problem of c, wrapped in ErrInvalidConfig.
 func (c *Config) Validate() error {
 	if c == nil {
@@ -104,35 +133,11 @@ func (c *Config) Validate() error {
 	if c.PrivateKey == nil || c.PrivateKey.pub == nil {
 		return fmt.Errorf("%w: PrivateKey is required", ErrInvalidConfig)
 	}
-	if c.Ciphers != nil {
-		if len(c.Ciphers) == 0 || len(c.Ciphers) > maxListLen {
-			return fmt.Errorf("%w: %d ciphers, want 1 to %d", ErrInvalidConfig, len(c.Ciphers), maxListLen)
-		}
-		for i, s := range c.Ciphers {
-			if !s.Valid() {
-				return fmt.Errorf("%w: cipher %d is not a valid suite", ErrInvalidConfig, uint8(s))
-			}
-			for _, t := range c.Ciphers[:i] {
-				if s == t {
-					return fmt.Errorf("%w: cipher %s listed twice", ErrInvalidConfig, s)
-				}
-			}
-		}
+	if err := validateList(c.Ciphers, "cipher", "is not a valid suite"); err != nil {
+		return err
 	}
-	if c.KeyExchanges != nil {
-		if len(c.KeyExchanges) == 0 || len(c.KeyExchanges) > maxListLen {
-			return fmt.Errorf("%w: %d key exchanges, want 1 to %d", ErrInvalidConfig, len(c.KeyExchanges), maxListLen)
-		}
-		for i, k := range c.KeyExchanges {
-			if !k.Valid() {
-				return fmt.Errorf("%w: key exchange %d is not supported", ErrInvalidConfig, uint8(k))
-			}
-			for _, t := range c.KeyExchanges[:i] {
-				if k == t {
-					return fmt.Errorf("%w: key exchange %s listed twice", ErrInvalidConfig, k)
-				}
-			}
-		}
+	if err := validateList(c.KeyExchanges, "key exchange", "is not supported"); err != nil {
+		return err
 	}
 	if c.HandshakeTimeout < 0 {
 		return fmt.Errorf("%w: negative HandshakeTimeout %v", ErrInvalidConfig, c.HandshakeTimeout)

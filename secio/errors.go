@@ -190,22 +190,15 @@ func (e *timeoutError) Temporary() bool { return true }
 func (e *timeoutError) Unwrap() []error { return []error{ErrHandshakeTimeout, e.cause} }
 
 // suiteNames lists suites by wire name for error messages.
-func suiteNames(s []aead.Suite) []string {
-	out := make([]string, len(s))
-	for i, v := range s {
-		if v.Valid() {
-			out[i] = v.String()
-		} else {
-			out[i] = fmt.Sprintf("Unknown(%d)", uint8(v))
-		}
-	}
-	return out
-}
+func suiteNames(s []aead.Suite) []string { return listNames(s) }
 
 // kexNames lists key exchanges by name for error messages.
-func kexNames(k []KeyExchange) []string {
-	out := make([]string, len(k))
-	for i, v := range k {
+func kexNames(k []KeyExchange) []string { return listNames(k) }
+
+// listNames lists the entries of a preference list by name, an invalid one as Unknown(n).
+func listNames[T listEntry](list []T) []string {
+	out := make([]string, len(list))
+	for i, v := range list {
 		if v.Valid() {
 			out[i] = v.String()
 		} else {

@@ -17,6 +17,7 @@ import (
 // returns bytes of one Write at a time), so a message sent in reply to
 // the n-th flight is flight n+1 whatever the scheduling.
 type latencyConn struct {
+	memConn // addresses and deadlines
 	in, out chan delayed
 	delay   time.Duration
 	rest    []byte
@@ -80,12 +81,7 @@ func (c *latencyConn) flights() []int {
 	return slices.Clone(c.writes)
 }
 
-func (c *latencyConn) Close() error                       { c.once.Do(func() { close(c.done) }); return nil }
-func (c *latencyConn) LocalAddr() net.Addr                { return &net.UnixAddr{Name: "latency", Net: "mem"} }
-func (c *latencyConn) RemoteAddr() net.Addr               { return &net.UnixAddr{Name: "latency", Net: "mem"} }
-func (c *latencyConn) SetDeadline(t time.Time) error      { return nil }
-func (c *latencyConn) SetReadDeadline(t time.Time) error  { return nil }
-func (c *latencyConn) SetWriteDeadline(t time.Time) error { return nil }
+func (c *latencyConn) Close() error { c.once.Do(func() { close(c.done) }); return nil }
 
 // TestHandshakeFlights checks the handshake's latency: the dialer writes
 // its ClientHello in flight 1, the listener its ServerHello and Auth in

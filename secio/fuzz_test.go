@@ -83,6 +83,7 @@ func FuzzHandshakeMessages(f *testing.F) {
 // fuzzConn reads from a fixed input and discards writes. maxRead records
 // the longest buffer a Read was given.
 type fuzzConn struct {
+	memConn // addresses and deadlines
 	r       *bytes.Reader
 	maxRead int
 }
@@ -91,13 +92,8 @@ func (c *fuzzConn) Read(p []byte) (int, error) {
 	c.maxRead = max(c.maxRead, len(p))
 	return c.r.Read(p)
 }
-func (c *fuzzConn) Write(p []byte) (int, error)        { return len(p), nil }
-func (c *fuzzConn) Close() error                       { return nil }
-func (c *fuzzConn) LocalAddr() net.Addr                { return &net.UnixAddr{Name: "fuzz", Net: "fuzz"} }
-func (c *fuzzConn) RemoteAddr() net.Addr               { return &net.UnixAddr{Name: "fuzz", Net: "fuzz"} }
-func (c *fuzzConn) SetDeadline(t time.Time) error      { return nil }
-func (c *fuzzConn) SetReadDeadline(t time.Time) error  { return nil }
-func (c *fuzzConn) SetWriteDeadline(t time.Time) error { return nil }
+func (c *fuzzConn) Write(p []byte) (int, error) { return len(p), nil }
+func (c *fuzzConn) Close() error                { return nil }
 
 func FuzzFrameReader(f *testing.F) {
 	// Seeds: valid frames from a sender with the fixed keys of rawPair.

@@ -8,12 +8,10 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -739,10 +737,6 @@ func TestConfigValidate(t *testing.T) {
 
 // Wycheproof X25519 vectors through the key-exchange code path.
 func TestWycheproofX25519(t *testing.T) {
-	data, err := os.ReadFile("testdata/x25519_test.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f struct {
 		TestGroups []struct {
 			Tests []struct {
@@ -755,9 +749,7 @@ func TestWycheproofX25519(t *testing.T) {
 			} `json:"tests"`
 		} `json:"testGroups"`
 	}
-	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, "testdata/x25519_test.json", &f)
 	n, refused := 0, 0
 	for _, g := range f.TestGroups {
 		for _, tc := range g.Tests {

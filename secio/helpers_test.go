@@ -171,7 +171,51 @@ func mitmHandshake(t *testing.T, ca, cb *Config, editAB, editBA func(int, byte) 
 	return sa, sb, errA, errB
 }
 
-// readAll reads exactly n bytes from c.
+// memConn gives the in-memory test connections (bufConn, latencyConn, fuzzConn) the
+// net.Conn methods they have no use for: a fixed address, and deadlines that are ignored.
+type memConn struct{}
+
+func (memConn) LocalAddr() net.Addr              { return &net.UnixAddr{Name: "mem", Net: "mem"} }
+func (memConn) RemoteAddr() net.Addr             { return &net.UnixAddr{Name: "mem", Net: "mem"} }
+func (memConn) SetDeadline(time.Time) error      { return nil }
+func (memConn) SetReadDeadline(time.Time) error  { return nil }
+func (memConn) SetWriteDeadline(time.Time) error { return nil }
+
+// skipMemoryTest skips a test that measures retained memory with -short (the test says in
+// cost what it does) and under the race detector, which changes what goroutines and
+// allocations retain.
+func skipMemoryTest(t *testing.T, cost string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(cost)
+	}
+	if raceEnabled {
+		t.Skip("the race detector changes what goroutines and allocations retain")
+	}
+}
+
+// keepWriting writes messages of size bytes to c on a new goroutine until a Write fails or
+// stop is closed; the channel it returns is closed when the goroutine has returned.
+func keepWriting(c net.Conn, size int, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		msg := make([]byte, size)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.Write(msg); err != nil {
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// readN reads exactly n bytes from c.
 func readN(c io.Reader, n int) ([]byte, error) {
 	buf := make([]byte, n)
 	_, err := io.ReadFull(c, buf)

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/multiformats/go-multihash"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // testKey returns a fixed identity key derived from label.
@@ -73,14 +75,8 @@ func TestPeerIDVectors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	data, err := os.ReadFile(peerIDVectorsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var vs []peerIDVector
-	if err := json.Unmarshal(data, &vs); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, peerIDVectorsFile, &vs)
 	if len(vs) < 6 {
 		t.Fatalf("only %d vectors", len(vs))
 	}
@@ -263,10 +259,6 @@ func TestKeyFiles(t *testing.T) {
 
 // Wycheproof Ed25519 verification vectors (testdata/ed25519_test.json).
 func TestWycheproofEd25519(t *testing.T) {
-	data, err := os.ReadFile("testdata/ed25519_test.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f struct {
 		TestGroups []struct {
 			PublicKey struct {
@@ -280,9 +272,7 @@ func TestWycheproofEd25519(t *testing.T) {
 			} `json:"tests"`
 		} `json:"testGroups"`
 	}
-	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, "testdata/ed25519_test.json", &f)
 	n := 0
 	for _, g := range f.TestGroups {
 		pkb, _ := hex.DecodeString(g.PublicKey.PK)

@@ -73,14 +73,8 @@ func TestLegacyVector(t *testing.T) {
 		b, _ := json.MarshalIndent(v, "", "  ")
 		os.WriteFile(legacyVectorFile, append(b, '\n'), 0o644)
 	}
-	data, err := os.ReadFile(legacyVectorFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v legacyVector
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, legacyVectorFile, &v)
 	key, _ := hex.DecodeString(v.Key)
 	frame, _ := hex.DecodeString(v.Frame)
 	// Known-answer check of the body against the shared TEA vectors' format:

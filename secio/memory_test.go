@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // idlePairs measures the heap retained by n idle connection pairs made by
@@ -15,10 +16,7 @@ import (
 // It returns bytes per pair.
 func idlePairs(t *testing.T, n int, mk func() (net.Conn, net.Conn)) float64 {
 	t.Helper()
-	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
+	m0 := testutil.SettledMemStats()
 	conns := make([]net.Conn, 0, 2*n)
 	var wg sync.WaitGroup
 	for range n {
@@ -38,9 +36,7 @@ func idlePairs(t *testing.T, n int, mk func() (net.Conn, net.Conn)) float64 {
 	for range 10 {
 		runtime.Gosched()
 	}
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m1)
+	m1 := testutil.SettledMemStats()
 	for _, c := range conns {
 		c.Close()
 	}
@@ -53,12 +49,7 @@ func idlePairs(t *testing.T, n int, mk func() (net.Conn, net.Conn)) float64 {
 // beyond the transport's own: both Conns after a handshake and traffic
 // (small and large frames), each with a reader blocked in Read.
 func TestIdleMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("makes 200 connection pairs")
-	}
-	if raceEnabled {
-		t.Skip("the race detector changes what goroutines and allocations retain")
-	}
+	skipMemoryTest(t, "makes 200 connection pairs")
 	const pairs = 200
 	ca, cb := testConfig("a"), testConfig("b")
 	ca.Ciphers = []aead.Suite{aead.AES128GCM}

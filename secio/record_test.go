@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -226,12 +225,7 @@ func isReset(err error) bool {
 // heap stays well under 64 KiB per connection (the network's own buffers
 // and goroutine stacks aside).
 func TestPreAuthMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("opens 256 connections")
-	}
-	if raceEnabled {
-		t.Skip("the race detector changes what allocations retain")
-	}
+	skipMemoryTest(t, "opens 256 connections")
 	const n = 128
 	for _, phase := range []string{"trickled ClientHello", "oversized ClientHello", "trickled Auth"} {
 		t.Run(phase, func(t *testing.T) {
@@ -308,13 +302,7 @@ func TestPreAuthMemory(t *testing.T) {
 
 // liveHeap is the heap in use after two collections (the second empties
 // sync.Pool's victim cache).
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
+func liveHeap() uint64 { return testutil.SettledMemStats().HeapAlloc }
 
 // TestCloseDuringWrite: Close while another goroutine writes still sends the close record
 // (after that write): the peer reads a clean end, never a truncation.
@@ -326,21 +314,7 @@ func TestCloseDuringWrite(t *testing.T) {
 	for i := range 30 {
 		sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
 		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			msg := make([]byte, 100)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := sa.Write(msg); err != nil {
-					return
-				}
-			}
-		}()
+		done := keepWriting(sa, 100, stop)
 		readErr := make(chan error, 1)
 		go func() {
 			_, err := io.Copy(io.Discard, sb)
@@ -444,21 +418,7 @@ func TestCloseLingerBounded(t *testing.T) {
 	closeLinger = 200 * time.Millisecond
 	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
 	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { // the peer ignores the close record: it writes on and never closes
-		defer close(done)
-		msg := make([]byte, 16<<10)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := sb.Write(msg); err != nil {
-				return
-			}
-		}
-	}()
+	done := keepWriting(sb, 16<<10, stop) // the peer ignores the close record: it writes on and never closes
 	time.Sleep(20 * time.Millisecond)
 	closed := make(chan struct{})
 	go func() {

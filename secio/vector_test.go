@@ -13,6 +13,7 @@ import (
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
 	"github.com/tendril-p2p/tendril/hash/blake3"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 // handshakeVector is a complete handshake with its inputs, every message as
@@ -141,13 +142,7 @@ func testHandshakeVector(t *testing.T, file string, kex KeyExchange) {
 			t.Fatal(err)
 		}
 	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, file, &v)
 	// 1. The implementation reproduces every byte.
 	got := v
 	runVector(t, &got, kex)

@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"crypto/cipher"
 	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tendril-p2p/tendril/cipher/aesgcm"
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 var allSuites = []Suite{AES128GCM, AES256GCM, ChaCha20Poly1305}
@@ -149,24 +147,9 @@ type wpFile struct {
 	} `json:"testGroups"`
 }
 
-func unhex(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func runWycheproof(t *testing.T, file string, suiteFor func(keyBits int) (Suite, bool)) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f wpFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, file, &f)
 	var ran, valid, invalid, skipped int
 	for _, g := range f.TestGroups {
 		s, ok := suiteFor(g.KeySize)
@@ -176,12 +159,12 @@ func runWycheproof(t *testing.T, file string, suiteFor func(keyBits int) (Suite,
 		}
 		for _, tc := range g.Tests {
 			name := fmt.Sprintf("%s/tc%d", s, tc.TcID)
-			a, err := New(s, unhex(t, tc.Key))
+			a, err := New(s, testutil.Unhex(t, tc.Key))
 			if err != nil {
 				t.Fatalf("%s: New: %v", name, err)
 			}
-			nonce, aad, msg := unhex(t, tc.Iv), unhex(t, tc.Aad), unhex(t, tc.Msg)
-			sealed := append(unhex(t, tc.Ct), unhex(t, tc.Tag)...)
+			nonce, aad, msg := testutil.Unhex(t, tc.Iv), testutil.Unhex(t, tc.Aad), testutil.Unhex(t, tc.Msg)
+			sealed := append(testutil.Unhex(t, tc.Ct), testutil.Unhex(t, tc.Tag)...)
 			opened, openErr := a.Open(nil, nonce, sealed, aad)
 			ran++
 			switch tc.Result {
@@ -360,48 +343,40 @@ func testWrongKey(t *testing.T) {
 }
 
 func BenchmarkSeal(b *testing.B) {
-	for _, s := range allSuites {
-		for _, size := range []int{64, 1024, 16 * 1024} {
-			b.Run(fmt.Sprintf("%s/%s", s, sizeName(size)), func(b *testing.B) {
-				a, _ := New(s, make([]byte, s.KeySize()))
-				nonce := make([]byte, s.NonceSize())
-				msg := make([]byte, size)
-				dst := make([]byte, 0, size+s.Overhead())
-				b.SetBytes(int64(size))
-				b.ReportAllocs()
-				for b.Loop() {
-					dst = a.Seal(dst[:0], nonce, msg, nil)
-				}
-			})
+	benchSuites(b, func(b *testing.B, a cipher.AEAD, nonce []byte, size int) {
+		msg := make([]byte, size)
+		dst := make([]byte, 0, size+a.Overhead())
+		for b.Loop() {
+			dst = a.Seal(dst[:0], nonce, msg, nil)
 		}
-	}
+	})
 }
 
 func BenchmarkOpen(b *testing.B) {
+	benchSuites(b, func(b *testing.B, a cipher.AEAD, nonce []byte, size int) {
+		sealed := a.Seal(nil, nonce, make([]byte, size), nil)
+		dst := make([]byte, 0, size)
+		for b.Loop() {
+			var err error
+			dst, err = a.Open(dst[:0], nonce, sealed, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// benchSuites runs f for every suite and message size, with the suite's AEAD under a zero
+// key and a zero nonce; the sub-benchmark is named "suite/size" and counts size bytes a loop.
+func benchSuites(b *testing.B, f func(b *testing.B, a cipher.AEAD, nonce []byte, size int)) {
 	for _, s := range allSuites {
 		for _, size := range []int{64, 1024, 16 * 1024} {
-			b.Run(fmt.Sprintf("%s/%s", s, sizeName(size)), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/%s", s, testutil.SizeName(size)), func(b *testing.B) {
 				a, _ := New(s, make([]byte, s.KeySize()))
-				nonce := make([]byte, s.NonceSize())
-				sealed := a.Seal(nil, nonce, make([]byte, size), nil)
-				dst := make([]byte, 0, size)
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
-				for b.Loop() {
-					var err error
-					dst, err = a.Open(dst[:0], nonce, sealed, nil)
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				f(b, a, make([]byte, s.NonceSize()), size)
 			})
 		}
 	}
-}
-
-func sizeName(n int) string {
-	if n >= 1024 {
-		return fmt.Sprintf("%dKiB", n/1024)
-	}
-	return fmt.Sprintf("%dB", n)
 }

@@ -8,6 +8,8 @@ import (
 	mrand "math/rand/v2"
 	"testing"
 	"testing/iotest"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 var batchNames = map[int]string{
@@ -39,20 +41,20 @@ func TestBatchVectors(t *testing.T) {
 			byKey[tc.KeyHex] = append(byKey[tc.KeyHex], i)
 		}
 		for key, idx := range byKey {
-			c := mustCipher(t, unhex(t, key))
+			c := mustCipher(t, testutil.Unhex(t, key))
 			var fill []byte
 			srcs := make([][]byte, len(idx))
 			dsts := make([][]byte, len(idx))
 			for j, i := range idx {
-				srcs[j] = unhex(t, v.Cases[i].PlaintextHex)
-				fill = append(fill, unhex(t, v.Cases[i].FillHex)...)
+				srcs[j] = testutil.Unhex(t, v.Cases[i].PlaintextHex)
+				fill = append(fill, testutil.Unhex(t, v.Cases[i].FillHex)...)
 			}
 			if err := c.EncryptBatchWithFill(dsts, srcs, bytes.NewReader(fill)); err != nil {
 				t.Fatal(err)
 			}
 			cts := make([][]byte, len(idx))
 			for j, i := range idx {
-				want := unhex(t, v.Cases[i].Ciphertext)
+				want := testutil.Unhex(t, v.Cases[i].Ciphertext)
 				if !bytes.Equal(dsts[j], want) {
 					t.Errorf("%s: EncryptBatchWithFill = %x, want %x", v.Cases[i].ID, dsts[j], want)
 				}

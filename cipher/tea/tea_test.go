@@ -3,15 +3,14 @@ package tea
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 type vectorFile struct {
@@ -41,27 +40,12 @@ type outcome struct {
 
 func loadVectors(t testing.TB) *vectorFile {
 	t.Helper()
-	data, err := os.ReadFile("testdata/tea_vectors.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v vectorFile
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, "testdata/tea_vectors.json", &v)
 	if len(v.Cases) < 100 || len(v.Negative) < 10 {
 		t.Fatalf("vector file has only %d cases and %d negative cases", len(v.Cases), len(v.Negative))
 	}
 	return &v
-}
-
-func unhex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func mustCipher(t testing.TB, key []byte) *Cipher {
@@ -77,8 +61,8 @@ func TestVectors(t *testing.T) {
 	v := loadVectors(t)
 	lengths := map[int]bool{}
 	for _, tc := range v.Cases {
-		c := mustCipher(t, unhex(t, tc.KeyHex))
-		pt, fill, want := unhex(t, tc.PlaintextHex), unhex(t, tc.FillHex), unhex(t, tc.Ciphertext)
+		c := mustCipher(t, testutil.Unhex(t, tc.KeyHex))
+		pt, fill, want := testutil.Unhex(t, tc.PlaintextHex), testutil.Unhex(t, tc.FillHex), testutil.Unhex(t, tc.Ciphertext)
 		lengths[len(pt)%8] = true
 		if CiphertextLen(len(pt)) != len(want) {
 			t.Errorf("%s: CiphertextLen(%d) = %d, want %d", tc.ID, len(pt), CiphertextLen(len(pt)), len(want))
@@ -92,7 +76,7 @@ func TestVectors(t *testing.T) {
 		var r [FillSize]byte
 		copy(r[:], fill)
 		layout(padded, pt, &r, true)
-		if wantPadded := unhex(t, tc.PaddedHex); !bytes.Equal(padded, wantPadded) {
+		if wantPadded := testutil.Unhex(t, tc.PaddedHex); !bytes.Equal(padded, wantPadded) {
 			t.Errorf("%s: layout = %x, want %x", tc.ID, padded, wantPadded)
 		}
 		blocks := make([]byte, len(want))
@@ -118,12 +102,12 @@ func TestVectors(t *testing.T) {
 func TestNegativeVectors(t *testing.T) {
 	v := loadVectors(t)
 	for _, tc := range v.Negative {
-		c := mustCipher(t, unhex(t, tc.KeyHex))
-		ct := unhex(t, tc.Ciphertext)
+		c := mustCipher(t, testutil.Unhex(t, tc.KeyHex))
+		ct := testutil.Unhex(t, tc.Ciphertext)
 		if tc.Blocks != "" {
 			blocks := make([]byte, len(ct))
 			decryptChain(&c.k, blocks, ct)
-			if want := unhex(t, tc.Blocks); !bytes.Equal(blocks, want) {
+			if want := testutil.Unhex(t, tc.Blocks); !bytes.Equal(blocks, want) {
 				t.Errorf("%s: blocks = %x, want %x", tc.ID, blocks, want)
 			}
 		}
@@ -139,7 +123,7 @@ func TestNegativeVectors(t *testing.T) {
 				t.Errorf("%s: error = %v, want ErrPadding", tc.ID, err)
 			}
 		case tc.MiraiGo.Outcome == "bytes":
-			want := unhex(t, *tc.MiraiGo.PlaintextHex)
+			want := testutil.Unhex(t, *tc.MiraiGo.PlaintextHex)
 			if tc.GofastTEA.Outcome == "bytes" && *tc.GofastTEA.PlaintextHex != *tc.MiraiGo.PlaintextHex {
 				t.Fatalf("%s: references disagree", tc.ID)
 			}
@@ -335,10 +319,10 @@ func TestNoAllocs(t *testing.T) {
 func FuzzDecrypt(f *testing.F) {
 	v := loadVectors(f)
 	for _, tc := range v.Cases[:20] {
-		f.Add(unhex(f, tc.KeyHex), unhex(f, tc.Ciphertext))
+		f.Add(testutil.Unhex(f, tc.KeyHex), testutil.Unhex(f, tc.Ciphertext))
 	}
 	for _, tc := range v.Negative {
-		f.Add(unhex(f, tc.KeyHex), unhex(f, tc.Ciphertext))
+		f.Add(testutil.Unhex(f, tc.KeyHex), testutil.Unhex(f, tc.Ciphertext))
 	}
 	f.Fuzz(func(t *testing.T, key, ct []byte) {
 		if len(key) < KeySize {

@@ -168,18 +168,25 @@ func newDialer() (*dialer, error) {
 	return d, nil
 }
 
-func (d *dialer) dial(ctx context.Context, target string, stdout io.Writer) (*tendril.Session, error) {
+// dial starts a dialer and dials target with it, saying on stdout whom it reached and how
+// fast; the caller closes d.svc.
+func dial(ctx context.Context, target string, stdout io.Writer) (*dialer, *tendril.Session, error) {
 	addr, err := tendril.ParseAddr(target)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	d, err := newDialer()
+	if err != nil {
+		return nil, nil, err
 	}
 	start := time.Now()
 	sess, err := d.svc.Dial(ctx, addr)
 	if err != nil {
-		return nil, err
+		d.svc.Close()
+		return nil, nil, err
 	}
 	fmt.Fprintf(stdout, "connected to %s in %v (TCP + handshake), %s\n", sess.Peer(), time.Since(start).Round(time.Microsecond), sess.Suite())
-	return sess, nil
+	return d, sess, nil
 }
 
 func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -194,15 +201,11 @@ func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *size < 8 || *count < 0 || *interval < 0 {
 		return fmt.Errorf("%w: -size must be >= 8, -c and -i non-negative", errUsage)
 	}
-	d, err := newDialer()
+	d, sess, err := dial(ctx, fs.Arg(0), stdout)
 	if err != nil {
 		return err
 	}
 	defer d.svc.Close()
-	sess, err := d.dial(ctx, fs.Arg(0), stdout)
-	if err != nil {
-		return err
-	}
 	if err := sess.OpenProtocol(ctx, pingProtocol); err != nil {
 		return err
 	}
@@ -289,15 +292,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *dur <= 0 || *streams < 1 || *streams > 1024 || *size < 1 || *size > 16<<20 {
 		return fmt.Errorf("%w: -t > 0, 1 <= -streams <= 1024, 1 <= -size <= 16 MiB", errUsage)
 	}
-	d, err := newDialer()
+	d, sess, err := dial(ctx, fs.Arg(0), stdout)
 	if err != nil {
 		return err
 	}
 	defer d.svc.Close()
-	sess, err := d.dial(ctx, fs.Arg(0), stdout)
-	if err != nil {
-		return err
-	}
 	var (
 		sent    atomic.Int64
 		acked   atomic.Int64

@@ -3,21 +3,13 @@ package blake3
 import (
 	"fmt"
 	"testing"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 var benchSizes = []int{64, 1 << 10, 8 << 10, 64 << 10, 1 << 20}
 
 var benchSink [32]byte
-
-func benchName(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
-}
 
 // forEachImplB runs f once per implementation available on this machine.
 func forEachImplB(b *testing.B, f func(b *testing.B)) {
@@ -31,33 +23,34 @@ func forEachImplB(b *testing.B, f func(b *testing.B)) {
 }
 
 func BenchmarkSum256(b *testing.B) {
-	buf := make([]byte, 1<<20)
-	forEachImplB(b, func(b *testing.B) {
-		for _, n := range benchSizes {
-			b.Run(benchName(n), func(b *testing.B) {
-				b.SetBytes(int64(n))
-				b.ReportAllocs()
-				for b.Loop() {
-					benchSink = Sum256(buf[:n])
-				}
-			})
+	benchEachSize(b, func(b *testing.B, p []byte) {
+		for b.Loop() {
+			benchSink = Sum256(p)
 		}
 	})
 }
 
 func BenchmarkWrite(b *testing.B) {
+	benchEachSize(b, func(b *testing.B, p []byte) {
+		h := New()
+		for b.Loop() {
+			h.Reset()
+			h.Write(p)
+			h.Sum(benchSink[:0])
+		}
+	})
+}
+
+// benchEachSize runs f for every implementation and every length in benchSizes, on that
+// many bytes, counted a loop.
+func benchEachSize(b *testing.B, f func(b *testing.B, p []byte)) {
 	buf := make([]byte, 1<<20)
 	forEachImplB(b, func(b *testing.B) {
 		for _, n := range benchSizes {
-			b.Run(benchName(n), func(b *testing.B) {
+			b.Run(testutil.SizeName(n), func(b *testing.B) {
 				b.SetBytes(int64(n))
 				b.ReportAllocs()
-				h := New()
-				for b.Loop() {
-					h.Reset()
-					h.Write(buf[:n])
-					h.Sum(benchSink[:0])
-				}
+				f(b, buf[:n])
 			})
 		}
 	})
@@ -77,13 +70,13 @@ func BenchmarkXOF(b *testing.B) {
 func BenchmarkParallel(b *testing.B) {
 	buf := make([]byte, 16<<20)
 	for _, n := range []int{1 << 20, 4 << 20, 16 << 20} {
-		b.Run(benchName(n)+"/serial", func(b *testing.B) {
+		b.Run(testutil.SizeName(n)+"/serial", func(b *testing.B) {
 			b.SetBytes(int64(n))
 			for b.Loop() {
 				benchSink = Sum256(buf[:n])
 			}
 		})
-		b.Run(benchName(n)+"/parallel", func(b *testing.B) {
+		b.Run(testutil.SizeName(n)+"/parallel", func(b *testing.B) {
 			b.SetBytes(int64(n))
 			for b.Loop() {
 				benchSink = Sum256Parallel(buf[:n])

@@ -92,6 +92,14 @@ func Sum512(data []byte) [64]byte {
 // "tendril 2026-11-30 session keys v1"; it must not depend on secrets or
 // on input from a peer. dst may have any length.
 func DeriveKey(dst []byte, context string, material []byte) {
+	key := contextKey(context)
+	o := hashAll(material, &key, flagDeriveKeyMaterial)
+	o.rootBytes(dst, 0)
+}
+
+// contextKey is the key of derive_key mode's material stage: the context string hashed in
+// context mode, as eight little-endian words.
+func contextKey(context string) [8]uint32 {
 	ctx := unsafe.Slice(unsafe.StringData(context), len(context))
 	co := hashAll(ctx, &iv, flagDeriveKeyContext)
 	var ck [64]byte
@@ -100,8 +108,7 @@ func DeriveKey(dst []byte, context string, material []byte) {
 	for i := range key {
 		key[i] = binary.LittleEndian.Uint32(ck[4*i:])
 	}
-	o := hashAll(material, &key, flagDeriveKeyMaterial)
-	o.rootBytes(dst, 0)
+	return key
 }
 
 var (
@@ -151,14 +158,7 @@ func NewKeyed(key []byte) (*Hasher, error) {
 // context string (see DeriveKey); write the key material to it and read the
 // derived key from Sum or XOF.
 func NewDeriveKey(context string) *Hasher {
-	ctx := unsafe.Slice(unsafe.StringData(context), len(context))
-	co := hashAll(ctx, &iv, flagDeriveKeyContext)
-	var ck [64]byte
-	compressFull(&ck, &co.cv, &co.block, 0, co.blockLen, co.flags|flagRoot)
-	var k [8]uint32
-	for i := range k {
-		k[i] = binary.LittleEndian.Uint32(ck[4*i:])
-	}
+	k := contextKey(context)
 	h := &Hasher{}
 	h.init(&k, flagDeriveKeyMaterial)
 	return h

@@ -2,13 +2,12 @@ package blake3
 
 import (
 	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
-	"os"
 	"testing"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
 type vectorFile struct {
@@ -24,14 +23,8 @@ type vectorFile struct {
 
 func loadVectors(t testing.TB) *vectorFile {
 	t.Helper()
-	b, err := os.ReadFile("testdata/test_vectors.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v vectorFile
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, "testdata/test_vectors.json", &v)
 	if len(v.Cases) != 35 {
 		t.Fatalf("got %d cases, want 35", len(v.Cases))
 	}
@@ -42,15 +35,6 @@ func vectorInput(n int) []byte {
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = byte(i % 251)
-	}
-	return b
-}
-
-func mustHex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
 	}
 	return b
 }
@@ -84,9 +68,9 @@ func TestVectors(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
 		for _, c := range v.Cases {
 			in := vectorInput(c.InputLen)
-			want := mustHex(t, c.Hash)
-			wantKeyed := mustHex(t, c.KeyedHash)
-			wantDerive := mustHex(t, c.DeriveKey)
+			want := testutil.Unhex(t, c.Hash)
+			wantKeyed := testutil.Unhex(t, c.KeyedHash)
+			wantDerive := testutil.Unhex(t, c.DeriveKey)
 
 			if got := Sum256(in); !bytes.Equal(got[:], want[:32]) {
 				t.Errorf("Sum256(len %d) = %x, want %x", c.InputLen, got, want[:32])
@@ -141,7 +125,7 @@ func TestWriteSplits(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
 		for _, c := range v.Cases {
 			in := vectorInput(c.InputLen)
-			want := mustHex(t, c.Hash)[:32]
+			want := testutil.Unhex(t, c.Hash)[:32]
 			for _, step := range []int{1, 7, 63, 64, 65, 1023, 1024, 1025, 4096, 8193} {
 				h := New()
 				for p := in; len(p) > 0; {
@@ -218,7 +202,7 @@ func TestMarshal(t *testing.T) {
 	v := loadVectors(t)
 	for _, c := range v.Cases {
 		in := vectorInput(c.InputLen)
-		want := mustHex(t, c.KeyedHash)[:32]
+		want := testutil.Unhex(t, c.KeyedHash)[:32]
 		for _, cut := range []int{0, 1, c.InputLen / 3, c.InputLen / 2, c.InputLen} {
 			cut = min(cut, c.InputLen)
 			h, _ := NewKeyed([]byte(v.Key))

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/loopback"
 )
 
 // MaxRecord is the largest record length the proxy parses; above it, the rest of the
@@ -102,15 +104,13 @@ func (f Fault) String() string {
 // Proxy accepts connections on a loopback port and forwards each to a target address,
 // applying its faults.
 type Proxy struct {
-	ln     net.Listener
-	target string
-	done   chan struct{}
+	srv       *loopback.Server
+	target    string
+	done      chan struct{}
+	closeOnce sync.Once
 
 	mu     sync.Mutex
 	faults []Fault
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
 
 	records [2]atomic.Int64
 	fired   atomic.Int64
@@ -119,27 +119,25 @@ type Proxy struct {
 // New starts a proxy on 127.0.0.1 (a free port) to target ("host:port"), applying faults to
 // every connection it accepts.
 func New(target string, faults ...Fault) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("faultnet: listen: %w", err)
-	}
 	p := &Proxy{
-		ln:     ln,
 		target: target,
 		done:   make(chan struct{}),
 		faults: append([]Fault(nil), faults...),
-		conns:  make(map[net.Conn]struct{}),
 	}
-	p.wg.Add(1)
-	go p.acceptLoop()
+	srv, err := loopback.Listen()
+	if err != nil {
+		return nil, fmt.Errorf("faultnet: listen: %w", err)
+	}
+	p.srv = srv
+	srv.Serve(p.serve)
 	return p, nil
 }
 
 // Addr returns the proxy's "host:port".
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.srv.Addr().String() }
 
 // Port returns the proxy's TCP port.
-func (p *Proxy) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+func (p *Proxy) Port() int { return p.srv.Addr().Port }
 
 // SetFaults replaces the faults for connections accepted from now on.
 func (p *Proxy) SetFaults(faults ...Fault) {
@@ -156,52 +154,14 @@ func (p *Proxy) Records(d Direction) int64 { return p.records[d].Load() }
 func (p *Proxy) Fired() int64 { return p.fired.Load() }
 
 // Close stops the proxy, closes every connection it holds and waits for its goroutines.
+// Calling it again returns nil.
 func (p *Proxy) Close() error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil
-	}
-	p.closed = true
-	close(p.done)
-	err := p.ln.Close()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	var err error
+	p.closeOnce.Do(func() {
+		close(p.done)
+		err = p.srv.Close()
+	})
 	return err
-}
-
-func (p *Proxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *Proxy) untrack(c net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
-}
-
-func (p *Proxy) acceptLoop() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		faults := append([]Fault(nil), p.faults...)
-		p.mu.Unlock()
-		p.wg.Add(1)
-		go p.serve(c.(*net.TCPConn), faults)
-	}
 }
 
 // pair is one proxied connection: the client side and the target side.
@@ -222,8 +182,10 @@ func (pr *pair) abort(rst bool) {
 	})
 }
 
-func (p *Proxy) serve(client *net.TCPConn, faults []Fault) {
-	defer p.wg.Done()
+func (p *Proxy) serve(client *net.TCPConn) {
+	p.mu.Lock()
+	faults := append([]Fault(nil), p.faults...)
+	p.mu.Unlock()
 	d := net.Dialer{Timeout: 10 * time.Second}
 	tc, err := d.Dial("tcp", p.target)
 	if err != nil {
@@ -232,9 +194,9 @@ func (p *Proxy) serve(client *net.TCPConn, faults []Fault) {
 		return
 	}
 	pr := &pair{client: client, target: tc.(*net.TCPConn)}
-	if !p.track(pr.client) || !p.track(pr.target) {
+	if !p.srv.Track(pr.client) || !p.srv.Track(pr.target) {
 		pr.abort(true)
-		p.untrack(pr.client)
+		p.srv.Untrack(pr.client)
 		return
 	}
 	var per [2][]Fault
@@ -247,8 +209,8 @@ func (p *Proxy) serve(client *net.TCPConn, faults []Fault) {
 	go func() { defer wg.Done(); p.pump(pr, pr.target, pr.client, Down, per[Down]) }()
 	wg.Wait()
 	pr.abort(false)
-	p.untrack(pr.client)
-	p.untrack(pr.target)
+	p.srv.Untrack(pr.client)
+	p.srv.Untrack(pr.target)
 }
 
 // pump forwards src to dst record by record, applying faults.

@@ -37,6 +37,24 @@ func sink(t *testing.T) (addr string, got <-chan result) {
 	return ln.Addr().String(), ch
 }
 
+// dialThrough starts a sink and a proxy to it with faults, and dials the proxy; the proxy and
+// the connection are closed when the test ends.
+func dialThrough(t *testing.T, faults ...Fault) (*net.TCPConn, <-chan result) {
+	t.Helper()
+	addr, ch := sink(t)
+	p, err := New(addr, faults...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn), ch
+}
+
 type result struct {
 	b   []byte
 	err error
@@ -48,28 +66,18 @@ func record(body string) []byte {
 
 func run(t *testing.T, faults []Fault, records ...string) (sent []byte, got result) {
 	t.Helper()
-	addr, ch := sink(t)
-	p, err := New(addr, faults...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ch := dialThrough(t, faults...)
 	for _, r := range records {
 		b := record(r)
 		sent = append(sent, b...)
 		c.Write(b)
 	}
-	c.(*net.TCPConn).CloseWrite()
+	c.CloseWrite()
 	select {
 	case got = <-ch:
 	case <-time.After(20 * time.Second):
 		t.Fatal("sink got nothing")
 	}
-	c.Close()
 	return sent, got
 }
 
@@ -123,20 +131,10 @@ func TestFaults(t *testing.T) {
 }
 
 func TestRawBytesBeyondMaxRecord(t *testing.T) {
-	addr, ch := sink(t)
-	p, err := New(addr, Fault{Kind: FlipBit, Record: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, ch := dialThrough(t, Fault{Kind: FlipBit, Record: 5})
 	junk := []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3}
 	c.Write(junk)
-	c.(*net.TCPConn).CloseWrite()
+	c.CloseWrite()
 	got := <-ch
 	if got.err != nil || !bytes.Equal(got.b, junk) {
 		t.Fatalf("got %x, %v", got.b, got.err)

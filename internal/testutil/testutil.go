@@ -3,6 +3,7 @@ package testutil
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
 )
 
@@ -24,4 +25,15 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// SizeName names a benchmark's input size as its sub-benchmarks do: "64B", "16KiB", "1MiB".
+func SizeName(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
 }
