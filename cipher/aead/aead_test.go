@@ -125,30 +125,8 @@ func TestDetectAESHardware(t *testing.T) {
 	t.Logf("HasAESHardware() = %v, Preferred() = %v", HasAESHardware(), Preferred())
 }
 
-// wycheproof AEAD file layout (aead_test_schema_v1.json), only what is used.
-type wpFile struct {
-	Algorithm  string `json:"algorithm"`
-	TestGroups []struct {
-		KeySize int `json:"keySize"`
-		IvSize  int `json:"ivSize"`
-		TagSize int `json:"tagSize"`
-		Tests   []struct {
-			TcID    int      `json:"tcId"`
-			Comment string   `json:"comment"`
-			Key     string   `json:"key"`
-			Iv      string   `json:"iv"`
-			Aad     string   `json:"aad"`
-			Msg     string   `json:"msg"`
-			Ct      string   `json:"ct"`
-			Tag     string   `json:"tag"`
-			Result  string   `json:"result"`
-			Flags   []string `json:"flags"`
-		} `json:"tests"`
-	} `json:"testGroups"`
-}
-
 func runWycheproof(t *testing.T, file string, suiteFor func(keyBits int) (Suite, bool)) {
-	var f wpFile
+	var f testutil.WycheproofAEAD
 	testutil.ReadJSON(t, file, &f)
 	var ran, valid, invalid, skipped int
 	for _, g := range f.TestGroups {

@@ -2,43 +2,11 @@ package aesgcm
 
 import (
 	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"os"
 	"testing"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
 )
-
-// wpFile is the Wycheproof AEAD file layout (aead_test_schema_v1.json),
-// only what is used.
-type wpFile struct {
-	TestGroups []struct {
-		KeySize int `json:"keySize"`
-		IvSize  int `json:"ivSize"`
-		TagSize int `json:"tagSize"`
-		Tests   []struct {
-			TcID    int      `json:"tcId"`
-			Comment string   `json:"comment"`
-			Key     string   `json:"key"`
-			Iv      string   `json:"iv"`
-			Aad     string   `json:"aad"`
-			Msg     string   `json:"msg"`
-			Ct      string   `json:"ct"`
-			Tag     string   `json:"tag"`
-			Result  string   `json:"result"`
-			Flags   []string `json:"flags"`
-		} `json:"tests"`
-	} `json:"testGroups"`
-}
-
-func unhex(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 func panics(f func()) (did bool) {
 	defer func() { did = recover() != nil }()
@@ -47,20 +15,14 @@ func panics(f func()) (did bool) {
 }
 
 func TestWycheproof(t *testing.T) {
-	data, err := os.ReadFile("testdata/aes_gcm_test.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f wpFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatal(err)
-	}
+	var f testutil.WycheproofAEAD
+	testutil.ReadJSON(t, "testdata/aes_gcm_test.json", &f)
 	forEachImpl(t, func(t *testing.T) {
 		var valid, invalid, otherKey, otherNonce int
 		for _, g := range f.TestGroups {
 			for _, tc := range g.Tests {
-				key, nonce, aad, msg := unhex(t, tc.Key), unhex(t, tc.Iv), unhex(t, tc.Aad), unhex(t, tc.Msg)
-				sealed := append(unhex(t, tc.Ct), unhex(t, tc.Tag)...)
+				key, nonce, aad, msg := testutil.Unhex(t, tc.Key), testutil.Unhex(t, tc.Iv), testutil.Unhex(t, tc.Aad), testutil.Unhex(t, tc.Msg)
+				sealed := append(testutil.Unhex(t, tc.Ct), testutil.Unhex(t, tc.Tag)...)
 				a, err := New(key)
 				if g.KeySize != 128 && g.KeySize != 256 {
 					otherKey++

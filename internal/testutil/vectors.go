@@ -29,3 +29,26 @@ func Unhex(t testing.TB, s string) []byte {
 	}
 	return b
 }
+
+// WycheproofAEAD is the layout of a Project Wycheproof AEAD test file
+// (aead_test_schema_v1.json), the fields the tests use.
+type WycheproofAEAD struct {
+	Algorithm  string `json:"algorithm"`
+	TestGroups []struct {
+		KeySize int `json:"keySize"`
+		IvSize  int `json:"ivSize"`
+		TagSize int `json:"tagSize"`
+		Tests   []struct {
+			TcID    int      `json:"tcId"`
+			Comment string   `json:"comment"`
+			Key     string   `json:"key"`
+			Iv      string   `json:"iv"`
+			Aad     string   `json:"aad"`
+			Msg     string   `json:"msg"`
+			Ct      string   `json:"ct"`
+			Tag     string   `json:"tag"`
+			Result  string   `json:"result"`
+			Flags   []string `json:"flags"`
+		} `json:"tests"`
+	} `json:"testGroups"`
+}
