@@ -6,6 +6,7 @@ import (
 	"crypto/cipher"
 	"crypto/subtle"
 
+	"github.com/tendril-p2p/tendril/internal/sliceutil"
 	"golang.org/x/sys/cpu"
 )
 
@@ -96,8 +97,8 @@ func (g *vaesGCM) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	if uint64(len(plaintext)) > gcmMaxPlaintext {
 		panic("aesgcm: message too large for GCM")
 	}
-	ret, out := sliceForAppend(dst, len(plaintext)+TagSize)
-	if inexactOverlap(out, plaintext) {
+	ret, out := sliceutil.ForAppend(dst, len(plaintext)+TagSize)
+	if sliceutil.InexactOverlap(out, plaintext) {
 		panic("aesgcm: invalid buffer overlap")
 	}
 	// The tag goes through a local: the kernel parks E(J0) in it while it
@@ -133,8 +134,8 @@ func (g *vaesGCM) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, e
 	}
 	body := ciphertext[:len(ciphertext)-TagSize]
 	tag := ciphertext[len(body):]
-	ret, out := sliceForAppend(dst, len(body))
-	if inexactOverlap(out, ciphertext) {
+	ret, out := sliceutil.ForAppend(dst, len(body))
+	if sliceutil.InexactOverlap(out, ciphertext) {
 		panic("aesgcm: invalid buffer overlap")
 	}
 	var want [TagSize]byte
@@ -174,8 +175,8 @@ func (g *vaesGCM) SealWithByte(dst, nonce, plaintext []byte, last byte, addition
 	if uint64(len(plaintext)) >= gcmMaxPlaintext {
 		panic("aesgcm: message too large for GCM")
 	}
-	ret, out := sliceForAppend(dst, len(plaintext)+1+TagSize)
-	if anyOverlap(out, plaintext) {
+	ret, out := sliceutil.ForAppend(dst, len(plaintext)+1+TagSize)
+	if sliceutil.AnyOverlap(out, plaintext) {
 		panic("aesgcm: invalid buffer overlap")
 	}
 	// The kernel reads whole 256-byte chunks from plaintext, then moves to

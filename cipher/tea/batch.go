@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"unsafe"
+
+	"github.com/tendril-p2p/tendril/internal/sliceutil"
 )
 
 // Batch operations run independent messages side by side in SIMD lanes
@@ -80,7 +82,7 @@ func (c *Cipher) EncryptBatchWithFill(dsts, srcs [][]byte, fill io.Reader) error
 // layoutAppend extends dsts[i] by the ciphertext length of srcs[i] and lays
 // out the padded message there.
 func layoutAppend(dsts, srcs [][]byte, i int, r *[FillSize]byte, keepTrailer bool) {
-	ret, out := sliceForAppend(dsts[i], CiphertextLen(len(srcs[i])))
+	ret, out := sliceutil.ForAppend(dsts[i], CiphertextLen(len(srcs[i])))
 	layout(out, srcs[i], r, keepTrailer)
 	dsts[i] = ret
 }
@@ -241,7 +243,7 @@ func (c *Cipher) decryptStarts(dsts, srcs [][]byte, next *int, impl int, q *star
 			done, cprev, xprev = 2*BlockSize, c2, x2
 		}
 		head := len(dsts[i])
-		ret, area := sliceForAppend(dsts[i], len(ct))
+		ret, area := sliceutil.ForAppend(dsts[i], len(ct))
 		// In place, area is ct: this overwrites only blocks already read.
 		copy(area, blk[start:done])
 		dsts[i] = ret[:head+len(ct)-7-start]

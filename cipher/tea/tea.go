@@ -49,6 +49,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/tendril-p2p/tendril/internal/sliceutil"
 )
 
 // BlockSize is the TEA block size in bytes.
@@ -100,19 +102,6 @@ func CiphertextLen(n int) int {
 	return fillLen(n) + n + 7
 }
 
-// sliceForAppend extends in by n bytes, reallocating only when its capacity
-// is too small, and returns the whole slice and the n new bytes.
-func sliceForAppend(in []byte, n int) (head, tail []byte) {
-	if total := len(in) + n; cap(in) >= total {
-		head = in[:total]
-	} else {
-		head = make([]byte, total)
-		copy(head, in)
-	}
-	tail = head[len(in):]
-	return
-}
-
 // layout writes the padded message for plaintext into out
 // (len(out) == CiphertextLen(len(plaintext))): header, filler r[1:fill],
 // plaintext, trailer. With keepTrailer the trailer holds r[9:12] for
@@ -146,7 +135,7 @@ func layout(out, plaintext []byte, r *[FillSize]byte, keepTrailer bool) {
 func (c *Cipher) Encrypt(dst, plaintext []byte) []byte {
 	n := len(plaintext)
 	fill := fillLen(n)
-	ret, out := sliceForAppend(dst, CiphertextLen(n))
+	ret, out := sliceutil.ForAppend(dst, CiphertextLen(n))
 	if fill >= 8 && useReserve {
 		x, e, extra := c.takeHead(fill)
 		copy(out[fill:], plaintext) // first: plaintext may overlap out
@@ -179,7 +168,7 @@ func (c *Cipher) EncryptWithFill(dst, plaintext []byte, fill io.Reader) ([]byte,
 	if _, err := io.ReadFull(fill, r[:]); err != nil {
 		return dst, fmt.Errorf("%w: %w", ErrFill, err)
 	}
-	ret, out := sliceForAppend(dst, CiphertextLen(len(plaintext)))
+	ret, out := sliceutil.ForAppend(dst, CiphertextLen(len(plaintext)))
 	layout(out, plaintext, r, true)
 	encryptChain(&c.k, out)
 	return ret, nil
@@ -220,7 +209,7 @@ func (c *Cipher) decrypt(dst, ciphertext []byte, strict bool) ([]byte, error) {
 	if err := checkCiphertextLen(len(ciphertext)); err != nil {
 		return dst, err
 	}
-	ret, out := sliceForAppend(dst, len(ciphertext))
+	ret, out := sliceutil.ForAppend(dst, len(ciphertext))
 	decryptChain(&c.k, out, ciphertext)
 	n, err := unpad(out, strict)
 	if err != nil {
