@@ -152,18 +152,29 @@ func bulk(ctx context.Context, srv server, n int, d time.Duration) (bps, cpuPerB
 	return b / elapsed.Seconds(), cpu.Seconds() / b, nil
 }
 
+// dialStream dials srv and opens a stream on the new connection. The caller closes both;
+// on an error nothing is left open.
+func dialStream(ctx context.Context, srv server) (conn, stream, error) {
+	c, err := srv.Dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := c.OpenStream(ctx)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, st, nil
+}
+
 // roundTrips measures 64-byte request/response round trips per second on one
 // stream.
 func roundTrips(ctx context.Context, srv server, d time.Duration) (float64, error) {
-	c, err := srv.Dial(ctx)
+	c, st, err := dialStream(ctx, srv)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	st, err := c.OpenStream(ctx)
-	if err != nil {
-		return 0, err
-	}
 	defer st.Close()
 	if _, err := st.Write([]byte{opEcho}); err != nil {
 		return 0, err

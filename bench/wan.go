@@ -249,15 +249,11 @@ func runWANTransport(ctx context.Context, t transportSpec, o options, queue int,
 // and one 64-byte round trip on it. The connection is closed afterwards, untimed.
 func firstReply(ctx context.Context, srv server) (time.Duration, error) {
 	t0 := time.Now()
-	c, err := srv.Dial(ctx)
+	c, st, err := dialStream(ctx, srv)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	st, err := c.OpenStream(ctx)
-	if err != nil {
-		return 0, err
-	}
 	defer st.Close()
 	var msg [1 + rttSize]byte
 	msg[0] = opEcho
@@ -276,15 +272,11 @@ func firstReply(ctx context.Context, srv server) (time.Duration, error) {
 // blocks behind the bulk counts against the transport. It returns every probe's round trip
 // in milliseconds and the bulk stream's throughput in bytes per second.
 func loadedRoundTrips(ctx context.Context, srv server, warmup, d, interval time.Duration) ([]float64, float64, error) {
-	c, err := srv.Dial(ctx)
+	c, probe, err := dialStream(ctx, srv)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer c.Close()
-	probe, err := c.OpenStream(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
 	defer probe.Close()
 	if _, err := probe.Write([]byte{opEcho}); err != nil {
 		return nil, 0, err
