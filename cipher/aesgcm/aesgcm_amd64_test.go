@@ -2,7 +2,10 @@
 
 package aesgcm
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 // TestKernelChosen makes sure forcing an implementation really reaches
 // its kernel (a silent fall back to the standard library would let every
@@ -20,4 +23,34 @@ func TestKernelChosen(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSealWithByteOnWideAEAD: an AEAD set up for the 512-bit kernels seals with the 256-bit
+// split kernel (there is no 512-bit one), which reads the same key schedule. The check runs
+// on any CPU with the 256-bit kernels, so that the path an AVX-512 CPU takes is tested on
+// machines without AVX-512 too: only Seal and Open would need the 512-bit instructions.
+func TestSealWithByteOnWideAEAD(t *testing.T) {
+	hasVAES := false
+	for _, im := range available() {
+		hasVAES = hasVAES || im == implVAES256
+	}
+	if !hasVAES {
+		t.Skip("no VAES on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, keyLen := range []int{16, 32} {
+		key := randBytes(rng, keyLen)
+		a, err := newVAES(key, implVAES512)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := a.(*vaesGCM)
+		if !g.wide {
+			t.Fatal("newVAES(implVAES512) did not set up the wide kernels")
+		}
+		ref := stdGCM(t, key)
+		for _, n := range []int{0, 1, 255, 256, 257, 4096, 16384 + 17, 65536 + 48} {
+			checkSealWithByte(t, g, ref, randBytes(rng, NonceSize), randBytes(rng, n), byte(rng.Uint32()), randBytes(rng, 4), n%13)
+		}
+	}
 }
