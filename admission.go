@@ -23,6 +23,7 @@ package tendril
 // session is closed); refused protocol streams get a typed refusal (protocol.RefusedError).
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -169,41 +170,23 @@ func (a *Admission) validate() error {
 // resolve returns a copy of a with every default filled in from maxConns (the resolved
 // Config.MaxConnections), and checks what only the resolved values can show.
 func (a Admission) resolve(maxConns int) (Admission, error) {
-	if a.MaxHandshakes == 0 {
-		a.MaxHandshakes = DefaultMaxHandshakes
-	}
-	if a.MaxHandshakesPerIP == 0 {
-		a.MaxHandshakesPerIP = DefaultMaxHandshakesPerIP
-	}
-	if a.MaxOutbound == 0 {
-		a.MaxOutbound = max(maxConns/4, 1)
-	}
-	if a.MaxInbound == 0 {
-		a.MaxInbound = max(maxConns-a.MaxOutbound, 1)
-	}
-	if a.MaxInboundPerIP == 0 {
-		a.MaxInboundPerIP = DefaultMaxInboundPerIP
-	}
-	if a.MaxInboundPerSubnet == 0 {
-		a.MaxInboundPerSubnet = DefaultMaxInboundPerSubnet
-	}
+	a.MaxHandshakes = cmp.Or(a.MaxHandshakes, DefaultMaxHandshakes)
+	a.MaxHandshakesPerIP = cmp.Or(a.MaxHandshakesPerIP, DefaultMaxHandshakesPerIP)
+	a.MaxOutbound = cmp.Or(a.MaxOutbound, max(maxConns/4, 1))
+	a.MaxInbound = cmp.Or(a.MaxInbound, max(maxConns-a.MaxOutbound, 1))
+	a.MaxInboundPerIP = cmp.Or(a.MaxInboundPerIP, DefaultMaxInboundPerIP)
+	a.MaxInboundPerSubnet = cmp.Or(a.MaxInboundPerSubnet, DefaultMaxInboundPerSubnet)
 	if a.Unlimited == nil {
 		a.Unlimited = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	} else {
 		a.Unlimited = slices.Clone(a.Unlimited)
 	}
-	if a.HighWater == 0 {
-		a.HighWater = a.MaxInbound
-	}
+	a.HighWater = cmp.Or(a.HighWater, a.MaxInbound)
 	if a.HighWater > 0 && a.LowWater == 0 {
 		a.LowWater = a.HighWater - max(a.HighWater/8, 1)
 	}
-	if a.IdleTimeout == 0 {
-		a.IdleTimeout = DefaultIdleTimeout
-	}
-	if a.GracePeriod == 0 {
-		a.GracePeriod = DefaultGracePeriod
-	}
+	a.IdleTimeout = cmp.Or(a.IdleTimeout, DefaultIdleTimeout)
+	a.GracePeriod = cmp.Or(a.GracePeriod, DefaultGracePeriod)
 	if a.HighWater > a.MaxInbound {
 		return a, configError("Admission.HighWater %d above MaxInbound %d", a.HighWater, a.MaxInbound)
 	}

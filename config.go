@@ -1,6 +1,7 @@
 package tendril
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -142,16 +143,12 @@ func (c *Config) Validate() error {
 		return err
 	}
 	maxConns := c.MaxConnections
-	if maxConns == 0 {
-		maxConns = DefaultMaxConnections
-	}
+	maxConns = cmp.Or(maxConns, DefaultMaxConnections)
 	if _, err := c.Admission.resolve(maxConns); err != nil {
 		return err
 	}
 	maxMsg := c.MaxMessageSize
-	if maxMsg == 0 {
-		maxMsg = DefaultMaxMessageSize
-	}
+	maxMsg = cmp.Or(maxMsg, DefaultMaxMessageSize)
 	if c.SendQueueBytes != 0 && c.SendQueueBytes < maxMsg {
 		return configError("SendQueueBytes %d smaller than MaxMessageSize %d", c.SendQueueBytes, maxMsg)
 	}
@@ -196,55 +193,29 @@ func (c *Config) Validate() error {
 
 // withDefaults returns a copy of c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.MaxConnections == 0 {
-		c.MaxConnections = DefaultMaxConnections
-	}
-	if c.MaxMessageSize == 0 {
-		c.MaxMessageSize = DefaultMaxMessageSize
-	}
-	if c.SendQueueBytes == 0 {
-		c.SendQueueBytes = max(DefaultSendQueueBytes, c.MaxMessageSize)
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
-	}
-	if c.HandshakeTimeout == 0 {
-		c.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if c.NegotiationTimeout == 0 {
-		c.NegotiationTimeout = DefaultNegotiationTimeout
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.HandlerExitTimeout == 0 {
-		c.HandlerExitTimeout = DefaultHandlerExitTimeout
-	}
+	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
+	c.MaxMessageSize = cmp.Or(c.MaxMessageSize, DefaultMaxMessageSize)
+	c.SendQueueBytes = cmp.Or(c.SendQueueBytes, max(DefaultSendQueueBytes, c.MaxMessageSize))
+	c.DialTimeout = cmp.Or(c.DialTimeout, DefaultDialTimeout)
+	c.HandshakeTimeout = cmp.Or(c.HandshakeTimeout, DefaultHandshakeTimeout)
+	c.NegotiationTimeout = cmp.Or(c.NegotiationTimeout, DefaultNegotiationTimeout)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.HandlerExitTimeout = cmp.Or(c.HandlerExitTimeout, DefaultHandlerExitTimeout)
 	c.Admission, _ = c.Admission.resolve(c.MaxConnections) // checked by Validate
-	if c.EventBuffer == 0 {
-		c.EventBuffer = DefaultEventBuffer
-	}
-	if c.MaxMemory == 0 {
-		c.MaxMemory = DefaultMaxMemory
-	}
+	c.EventBuffer = cmp.Or(c.EventBuffer, DefaultEventBuffer)
+	c.MaxMemory = cmp.Or(c.MaxMemory, DefaultMaxMemory)
 	if c.Mux == nil {
 		c.Mux = mux.DefaultConfig()
 	} else {
 		m := *c.Mux
 		c.Mux = &m
 	}
-	if c.Mux.KeepAliveInterval == 0 {
-		c.Mux.KeepAliveInterval = mux.DefaultConfig().KeepAliveInterval
-	}
-	if c.Mux.ConnectionWriteTimeout == 0 {
-		c.Mux.ConnectionWriteTimeout = mux.DefaultConfig().ConnectionWriteTimeout
-	}
+	c.Mux.KeepAliveInterval = cmp.Or(c.Mux.KeepAliveInterval, mux.DefaultConfig().KeepAliveInterval)
+	c.Mux.ConnectionWriteTimeout = cmp.Or(c.Mux.ConnectionWriteTimeout, mux.DefaultConfig().ConnectionWriteTimeout)
 	if c.MaxSessionMemory != 0 {
 		c.Mux.MaxSessionMemory = c.MaxSessionMemory
 	}
-	if c.MaxFrameSize == 0 {
-		c.MaxFrameSize = mux.MaxFrameSize(c.Mux)
-	}
+	c.MaxFrameSize = cmp.Or(c.MaxFrameSize, mux.MaxFrameSize(c.Mux))
 	if c.Ciphers == nil {
 		c.Ciphers = aead.Preferred()
 	} else {
@@ -255,8 +226,6 @@ func (c Config) withDefaults() Config {
 		l := LegacyTEAConfig{Key: append([]byte(nil), c.LegacyTEA.Key...)}
 		c.LegacyTEA = &l
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -105,14 +106,14 @@ func (c *Config) withDefaults() (*Config, error) {
 		return d, nil
 	}
 	out := *c
-	setDefault(&out.MaxStreamWindow, d.MaxStreamWindow)
-	setDefault(&out.MaxDataFrame, d.MaxDataFrame)
-	setDefault(&out.MaxSessionMemory, d.MaxSessionMemory)
-	setDefault(&out.MaxStreams, d.MaxStreams)
-	setDefault(&out.AcceptBacklog, d.AcceptBacklog)
-	setDefault(&out.KeepAliveInterval, d.KeepAliveInterval)
-	setDefault(&out.ConnectionWriteTimeout, d.ConnectionWriteTimeout)
-	setDefault(&out.StreamOpenTimeout, d.StreamOpenTimeout)
+	out.MaxStreamWindow = cmp.Or(out.MaxStreamWindow, d.MaxStreamWindow)
+	out.MaxDataFrame = cmp.Or(out.MaxDataFrame, d.MaxDataFrame)
+	out.MaxSessionMemory = cmp.Or(out.MaxSessionMemory, d.MaxSessionMemory)
+	out.MaxStreams = cmp.Or(out.MaxStreams, d.MaxStreams)
+	out.AcceptBacklog = cmp.Or(out.AcceptBacklog, d.AcceptBacklog)
+	out.KeepAliveInterval = cmp.Or(out.KeepAliveInterval, d.KeepAliveInterval)
+	out.ConnectionWriteTimeout = cmp.Or(out.ConnectionWriteTimeout, d.ConnectionWriteTimeout)
+	out.StreamOpenTimeout = cmp.Or(out.StreamOpenTimeout, d.StreamOpenTimeout)
 	switch {
 	case out.MaxStreamWindow < MinStreamWindow || out.MaxStreamWindow > MaxStreamWindowLimit:
 		return nil, fmt.Errorf("%w: MaxStreamWindow %d outside [%d, %d]", ErrInvalidConfig, out.MaxStreamWindow, MinStreamWindow, MaxStreamWindowLimit)
@@ -128,13 +129,6 @@ func (c *Config) withDefaults() (*Config, error) {
 		return nil, fmt.Errorf("%w: negative ConnectionWriteTimeout", ErrInvalidConfig)
 	}
 	return &out, nil
-}
-
-func setDefault[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
 }
 
 // streamCharge is what a stream with receive window w costs its budget.

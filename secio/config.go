@@ -1,6 +1,7 @@
 package secio
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -201,18 +202,10 @@ func (c *Config) resolve(r *resolved) error {
 	if r.kexes == nil {
 		r.kexes = defaultKexes
 	}
-	if r.timeout == 0 {
-		r.timeout = DefaultHandshakeTimeout
-	}
-	if r.helloTimeout == 0 {
-		r.helloTimeout = DefaultHelloTimeout
-	}
-	if r.maxFrame == 0 {
-		r.maxFrame = DefaultMaxFrameSize
-	}
-	if r.rand == nil {
-		r.rand = rand.Reader
-	}
+	r.timeout = cmp.Or(r.timeout, DefaultHandshakeTimeout)
+	r.helloTimeout = cmp.Or(r.helloTimeout, DefaultHelloTimeout)
+	r.maxFrame = cmp.Or(r.maxFrame, DefaultMaxFrameSize)
+	r.rand = cmp.Or(r.rand, rand.Reader)
 	return nil
 }
 
