@@ -86,36 +86,28 @@ type reader struct {
 }
 
 func (r *reader) u8() uint8 {
-	if len(r.b) < 1 {
-		r.bad = true
-		return 0
+	if b := r.bytes(1); b != nil {
+		return b[0]
 	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
+	return 0
 }
 
 func (r *reader) u16() uint16 {
-	if len(r.b) < 2 {
-		r.bad = true
-		return 0
+	if b := r.bytes(2); b != nil {
+		return binary.BigEndian.Uint16(b)
 	}
-	v := binary.BigEndian.Uint16(r.b)
-	r.b = r.b[2:]
-	return v
+	return 0
 }
 
 func (r *reader) u32() uint32 {
-	if len(r.b) < 4 {
-		r.bad = true
-		return 0
+	if b := r.bytes(4); b != nil {
+		return binary.BigEndian.Uint32(b)
 	}
-	v := binary.BigEndian.Uint32(r.b)
-	r.b = r.b[4:]
-	return v
+	return 0
 }
 
-// bytes returns the next n bytes, aliasing the input.
+// bytes returns the next n bytes, aliasing the input. Fewer than n left marks
+// the message bad and ends it, so that every later read fails too.
 func (r *reader) bytes(n int) []byte {
 	if len(r.b) < n {
 		r.bad = true
