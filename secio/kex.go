@@ -66,17 +66,18 @@ func (k KeyExchange) Valid() bool { return k >= X25519 && k <= P256MLKEM768 }
 // String returns "X25519", "P-256", "X25519MLKEM768", "P256MLKEM768" or
 // "KeyExchange(n)".
 func (k KeyExchange) String() string {
-	switch k {
-	case X25519:
-		return "X25519"
-	case P256:
-		return "P-256"
-	case X25519MLKEM768:
-		return "X25519MLKEM768"
-	case P256MLKEM768:
-		return "P256MLKEM768"
+	if k.Valid() {
+		return kexWireNames[k]
 	}
 	return fmt.Sprintf("KeyExchange(%d)", uint8(k))
+}
+
+// kexWireNames holds the names String returns, indexed by KeyExchange.
+var kexWireNames = [...]string{
+	X25519:         "X25519",
+	P256:           "P-256",
+	X25519MLKEM768: "X25519MLKEM768",
+	P256MLKEM768:   "P256MLKEM768",
 }
 
 // hybrid reports whether k combines ML-KEM-768 with an elliptic curve.

@@ -56,28 +56,27 @@ func (s Suite) Valid() bool {
 // String returns the suite's wire name ("AES-128-GCM", "AES-256-GCM" or
 // "CHACHA20-POLY1305"), or "Suite(n)" for an invalid value.
 func (s Suite) String() string {
-	switch s {
-	case AES128GCM:
-		return "AES-128-GCM"
-	case AES256GCM:
-		return "AES-256-GCM"
-	case ChaCha20Poly1305:
-		return "CHACHA20-POLY1305"
+	if s.Valid() {
+		return suiteNames[s]
 	}
 	return fmt.Sprintf("Suite(%d)", uint8(s))
+}
+
+// suiteNames holds the wire names, indexed by Suite, for String and ParseSuite.
+var suiteNames = [...]string{
+	AES128GCM:        "AES-128-GCM",
+	AES256GCM:        "AES-256-GCM",
+	ChaCha20Poly1305: "CHACHA20-POLY1305",
 }
 
 // ParseSuite returns the suite whose wire name is name. Names are matched
 // exactly (they are case-sensitive on the wire). An unknown name yields an
 // error wrapping [ErrUnknownSuite].
 func ParseSuite(name string) (Suite, error) {
-	switch name {
-	case "AES-128-GCM":
-		return AES128GCM, nil
-	case "AES-256-GCM":
-		return AES256GCM, nil
-	case "CHACHA20-POLY1305":
-		return ChaCha20Poly1305, nil
+	for s := AES128GCM; s.Valid(); s++ {
+		if suiteNames[s] == name {
+			return s, nil
+		}
 	}
 	return 0, fmt.Errorf("%w: %q", ErrUnknownSuite, name)
 }
