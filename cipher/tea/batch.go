@@ -270,6 +270,22 @@ type lanes struct {
 	scratch [BlockSize]byte // where idle lanes read and write
 }
 
+// laneChain returns lane j's chaining values from the kernels' state: the
+// previous ciphertext block c and the previous plaintext block x, each kept as
+// a high and a low word in separate rows so that a vector register holds one
+// row of all 16 lanes.
+func laneChain(state *[64]uint32, j int) (c, x uint64) {
+	c = uint64(state[j])<<32 | uint64(state[16+j])
+	x = uint64(state[32+j])<<32 | uint64(state[48+j])
+	return c, x
+}
+
+// setLaneChain stores lane j's chaining values where laneChain reads them.
+func setLaneChain(state *[64]uint32, j int, c, x uint64) {
+	state[j], state[16+j] = uint32(c>>32), uint32(c)
+	state[32+j], state[48+j] = uint32(x>>32), uint32(x)
+}
+
 // runLanes runs every message through the lane kernel of impl, width lanes
 // at a time. A lane whose message ends takes the next message; lanes with
 // nothing left idle on a scratch area. Each kernel call runs as many blocks
@@ -311,8 +327,7 @@ func (c *Cipher) runLanes(dsts, srcs [][]byte, decrypt bool, impl, width int, er
 					}
 				}
 				r := &reg[j]
-				l.state[j], l.state[16+j] = uint32(r.c>>32), uint32(r.c)
-				l.state[32+j], l.state[48+j] = uint32(r.x>>32), uint32(r.x)
+				setLaneChain(&l.state, j, r.c, r.x)
 			}
 			if len(reg[j].in) == 0 {
 				l.ins[j], l.outs[j], l.strides[j] = &l.scratch[0], &l.scratch[0], 0
@@ -345,8 +360,7 @@ func encryptLanesGo(k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, sta
 		}
 		in := unsafe.Slice(ins[j], nblocks*BlockSize)
 		out := unsafe.Slice(outs[j], nblocks*BlockSize)
-		cprev := uint64(state[j])<<32 | uint64(state[16+j])
-		xprev := uint64(state[32+j])<<32 | uint64(state[48+j])
+		cprev, xprev := laneChain(state, j)
 		var blk [BlockSize]byte
 		for b := range nblocks {
 			x := binary.BigEndian.Uint64(in[b*BlockSize:]) ^ cprev
@@ -356,8 +370,7 @@ func encryptLanesGo(k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, sta
 			binary.BigEndian.PutUint64(out[b*BlockSize:], cprev)
 			xprev = x
 		}
-		state[j], state[16+j] = uint32(cprev>>32), uint32(cprev)
-		state[32+j], state[48+j] = uint32(xprev>>32), uint32(xprev)
+		setLaneChain(state, j, cprev, xprev)
 	}
 }
 
@@ -369,8 +382,7 @@ func decryptLanesGo(k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, sta
 		}
 		in := unsafe.Slice(ins[j], nblocks*BlockSize)
 		out := unsafe.Slice(outs[j], nblocks*BlockSize)
-		cprev := uint64(state[j])<<32 | uint64(state[16+j])
-		xprev := uint64(state[32+j])<<32 | uint64(state[48+j])
+		cprev, xprev := laneChain(state, j)
 		var blk [BlockSize]byte
 		for b := range nblocks {
 			cur := binary.BigEndian.Uint64(in[b*BlockSize:])
@@ -380,7 +392,6 @@ func decryptLanesGo(k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, sta
 			binary.BigEndian.PutUint64(out[b*BlockSize:], x^cprev)
 			xprev, cprev = x, cur
 		}
-		state[j], state[16+j] = uint32(cprev>>32), uint32(cprev)
-		state[32+j], state[48+j] = uint32(xprev>>32), uint32(xprev)
+		setLaneChain(state, j, cprev, xprev)
 	}
 }
