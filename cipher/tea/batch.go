@@ -37,19 +37,10 @@ func checkBatch(op string, dsts, srcs [][]byte) {
 // be srcs[i][:0] when its capacity suffices. It panics if len(dsts) !=
 // len(srcs).
 func (c *Cipher) EncryptBatch(dsts, srcs [][]byte) {
-	checkBatch("EncryptBatch", dsts, srcs)
-	r := fillChunkPool.Get().(*[fillChunk * FillSize]byte)
-	defer fillChunkPool.Put(r)
-	for base := 0; base < len(srcs); base += fillChunk {
-		end := min(base+fillChunk, len(srcs))
-		buf := r[:(end-base)*FillSize]
+	c.encryptBatch("EncryptBatch", dsts, srcs, false, func(buf []byte) error {
 		rand.Read(buf) // never fails (Go 1.24+)
-		for i := base; i < end; i++ {
-			layoutAppend(dsts, srcs, i, (*[FillSize]byte)(buf[(i-base)*FillSize:]), false)
-		}
-		clear(buf)
-	}
-	c.encryptLanes(dsts, srcs)
+		return nil
+	})
 }
 
 // EncryptBatchWithFill is EncryptBatch with the filler bytes read from fill:
@@ -59,21 +50,32 @@ func (c *Cipher) EncryptBatch(dsts, srcs [][]byte) {
 // cut back to its original length (a plaintext being encrypted in place may
 // already have been moved).
 func (c *Cipher) EncryptBatchWithFill(dsts, srcs [][]byte, fill io.Reader) error {
-	checkBatch("EncryptBatchWithFill", dsts, srcs)
+	return c.encryptBatch("EncryptBatchWithFill", dsts, srcs, true, func(buf []byte) error {
+		_, err := io.ReadFull(fill, buf)
+		return err
+	})
+}
+
+// encryptBatch is EncryptBatch with its filler bytes from fill, asked for
+// those of up to fillChunk messages at a time; keepTrailer is layout's. The
+// filler is cleared from the pooled buffer once laid out.
+func (c *Cipher) encryptBatch(op string, dsts, srcs [][]byte, keepTrailer bool, fill func(buf []byte) error) error {
+	checkBatch(op, dsts, srcs)
 	r := fillChunkPool.Get().(*[fillChunk * FillSize]byte)
 	defer fillChunkPool.Put(r)
 	for base := 0; base < len(srcs); base += fillChunk {
 		end := min(base+fillChunk, len(srcs))
 		buf := r[:(end-base)*FillSize]
-		if _, err := io.ReadFull(fill, buf); err != nil {
+		if err := fill(buf); err != nil {
 			for i := range base {
 				dsts[i] = dsts[i][:len(dsts[i])-CiphertextLen(len(srcs[i]))]
 			}
 			return fmt.Errorf("%w: %w", ErrFill, err)
 		}
 		for i := base; i < end; i++ {
-			layoutAppend(dsts, srcs, i, (*[FillSize]byte)(buf[(i-base)*FillSize:]), true)
+			layoutAppend(dsts, srcs, i, (*[FillSize]byte)(buf[(i-base)*FillSize:]), keepTrailer)
 		}
+		clear(buf)
 	}
 	c.encryptLanes(dsts, srcs)
 	return nil
@@ -352,46 +354,56 @@ func (c *Cipher) runLanes(dsts, srcs [][]byte, decrypt bool, impl, width int, er
 }
 
 // encryptLanesGo is the portable twin of the assembly lane kernels: the same
-// contract, one lane after another. Idle lanes (stride 0) are skipped.
+// contract, one lane after another.
 func encryptLanesGo(k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
-	for j := range 16 {
-		if strides[j] == 0 {
-			continue
-		}
-		in := unsafe.Slice(ins[j], nblocks*BlockSize)
-		out := unsafe.Slice(outs[j], nblocks*BlockSize)
-		cprev, xprev := laneChain(state, j)
-		var blk [BlockSize]byte
-		for b := range nblocks {
-			x := binary.BigEndian.Uint64(in[b*BlockSize:]) ^ cprev
-			binary.BigEndian.PutUint64(blk[:], x)
-			encryptChainGeneric(k, blk[:]) // one block, zero state: E(x)
-			cprev = binary.BigEndian.Uint64(blk[:]) ^ xprev
-			binary.BigEndian.PutUint64(out[b*BlockSize:], cprev)
-			xprev = x
-		}
-		setLaneChain(state, j, cprev, xprev)
-	}
+	lanesGo(k, ins, outs, strides, state, nblocks, false)
 }
 
 // decryptLanesGo is the decrypting twin of encryptLanesGo.
 func decryptLanesGo(k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int) {
+	lanesGo(k, ins, outs, strides, state, nblocks, true)
+}
+
+// lanesGo runs nblocks blocks of every active lane (idle lanes have stride
+// 0), carrying each lane's chaining values from block to block.
+func lanesGo(k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, state *[64]uint32, nblocks int, decrypt bool) {
 	for j := range 16 {
 		if strides[j] == 0 {
 			continue
 		}
 		in := unsafe.Slice(ins[j], nblocks*BlockSize)
 		out := unsafe.Slice(outs[j], nblocks*BlockSize)
-		cprev, xprev := laneChain(state, j)
-		var blk [BlockSize]byte
-		for b := range nblocks {
-			cur := binary.BigEndian.Uint64(in[b*BlockSize:])
-			binary.BigEndian.PutUint64(blk[:], cur^xprev)
-			decryptChainGeneric(k, blk[:], blk[:]) // one block, zero state: D(.)
-			x := binary.BigEndian.Uint64(blk[:])
-			binary.BigEndian.PutUint64(out[b*BlockSize:], x^cprev)
-			xprev, cprev = x, cur
+		c, x := laneChain(state, j)
+		for b := 0; b < len(in); b += BlockSize {
+			if decrypt {
+				c, x = decryptLaneBlock(k, in[b:b+BlockSize], out[b:b+BlockSize], c, x)
+			} else {
+				c, x = encryptLaneBlock(k, in[b:b+BlockSize], out[b:b+BlockSize], c, x)
+			}
 		}
-		setLaneChain(state, j, cprev, xprev)
+		setLaneChain(state, j, c, x)
 	}
+}
+
+// encryptLaneBlock encrypts one block of a lane's chain: c and x are the
+// previous ciphertext block and the previous whitened plaintext block.
+func encryptLaneBlock(k *[4]uint32, in, out []byte, cprev, xprev uint64) (c, x uint64) {
+	var blk [BlockSize]byte
+	x = binary.BigEndian.Uint64(in) ^ cprev
+	binary.BigEndian.PutUint64(blk[:], x)
+	encryptChainGeneric(k, blk[:]) // one block, zero state: E(x)
+	c = binary.BigEndian.Uint64(blk[:]) ^ xprev
+	binary.BigEndian.PutUint64(out, c)
+	return c, x
+}
+
+// decryptLaneBlock is the decrypting twin of encryptLaneBlock.
+func decryptLaneBlock(k *[4]uint32, in, out []byte, cprev, xprev uint64) (c, x uint64) {
+	var blk [BlockSize]byte
+	c = binary.BigEndian.Uint64(in)
+	binary.BigEndian.PutUint64(blk[:], c^xprev)
+	decryptChainGeneric(k, blk[:], blk[:]) // one block, zero state: D(.)
+	x = binary.BigEndian.Uint64(blk[:])
+	binary.BigEndian.PutUint64(out, x^cprev)
+	return c, x
 }
