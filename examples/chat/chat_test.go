@@ -13,12 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/tendril-p2p/tendril/internal/testutil"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestDemo(t *testing.T) {
 	var out bytes.Buffer

@@ -8,12 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/tendril-p2p/tendril/internal/testutil"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestEcho(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())

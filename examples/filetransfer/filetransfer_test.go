@@ -16,13 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/internal/testutil"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestSendAndVerify(t *testing.T) {
 	src, dst := t.TempDir(), t.TempDir()
