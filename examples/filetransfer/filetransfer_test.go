@@ -135,27 +135,11 @@ func TestSenderCancels(t *testing.T) {
 func TestBinary(t *testing.T) {
 	bin := testutil.BuildMain(t)
 	dir := t.TempDir()
-	for _, c := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{nil, 2, "Usage"},
-		{[]string{"-dial", "/ip4/127.0.0.1/tcp/1"}, 2, "Usage"},
-		{[]string{"-listen", "127.0.0.1:4002", "-dir", dir}, 1, "filetransfer: "},
-		{[]string{"-listen", "/ip4/127.0.0.1/tcp/0", "-dir", filepath.Join(dir, "missing")}, 1, "filetransfer: -dir"},
-		{[]string{"-dial", "nope", "-send", "x"}, 1, "filetransfer: "},
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		cmd := exec.CommandContext(ctx, bin, c.args...)
-		out, _ := cmd.CombinedOutput()
-		cancel()
-		code := cmd.ProcessState.ExitCode()
-		if code != c.code || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "goroutine ") ||
-			c.code == 1 && strings.Count(string(out), "\n") != 1 {
-			t.Errorf("%v: exit %d, output %q; want exit %d and %q", c.args, code, out, c.code, c.want)
-		}
-	}
+	testutil.CheckExit(t, bin, 2, "Usage")
+	testutil.CheckExit(t, bin, 2, "Usage", "-dial", "/ip4/127.0.0.1/tcp/1")
+	testutil.CheckExit(t, bin, 1, "filetransfer: ", "-listen", "127.0.0.1:4002", "-dir", dir)
+	testutil.CheckExit(t, bin, 1, "filetransfer: -dir", "-listen", "/ip4/127.0.0.1/tcp/0", "-dir", filepath.Join(dir, "missing"))
+	testutil.CheckExit(t, bin, 1, "filetransfer: ", "-dial", "nope", "-send", "x")
 	testutil.RunUntilReadyThenTERM(t, exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0", "-dir", dir), "listening on")
 }
 
