@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,15 +123,7 @@ func TestBinaryPiped(t *testing.T) {
 			t.Error("alice ignored SIGTERM")
 		}
 	}()
-	re := regexp.MustCompile(`listening on (\S+)`)
-	var addr string
-	for deadline := time.Now().Add(10 * time.Second); addr == ""; time.Sleep(10 * time.Millisecond) {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			addr = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("alice did not start: %s", out.String())
-		}
-	}
+	addr := testutil.ListeningAddr(t, &out)
 	for i := range 3 {
 		line := fmt.Sprintf("piped line %d", i)
 		bob := exec.Command(bin, "-dial", addr, "-name", "bob")

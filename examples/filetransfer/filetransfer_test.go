@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -60,14 +59,7 @@ func startReceiver(t *testing.T, dir string) string {
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	re := regexp.MustCompile(`listening on (\S+)`)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m[1]
-		}
-	}
-	t.Fatal("receiver did not start")
-	return ""
+	return testutil.ListeningAddr(t, &out)
 }
 
 // TestReceiverDirChecked: a receiver whose -dir is missing, a file or read-only fails at
