@@ -5,10 +5,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -60,8 +58,6 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-var listenRE = regexp.MustCompile(`listening on (\S+)`)
-
 // startResponder runs `tendril listen` until the test ends and returns its address.
 func startResponder(t *testing.T) string {
 	t.Helper()
@@ -75,15 +71,7 @@ func startResponder(t *testing.T) string {
 			t.Errorf("listen exited %d: %s", code, out.String())
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := listenRE.FindStringSubmatch(out.String()); m != nil {
-			return m[1]
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("listen printed no address: %s", out.String())
-	return ""
+	return testutil.ListeningAddr(t, &out)
 }
 
 func TestPingAndBench(t *testing.T) {

@@ -1,80 +1,10 @@
 package main
 
 import (
-	"context"
-	"os/exec"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
-
-	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
+// TestMain fails the example's tests if any goroutine outlives them.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func TestEcho(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan string, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		err := run(ctx, "/ip4/127.0.0.1/tcp/0", "", "", func(s string) {
-			addrs <- strings.TrimPrefix(s, "listening on ")
-		})
-		if err != nil {
-			t.Error(err)
-		}
-	}()
-	defer func() { cancel(); wg.Wait() }()
-	var addr string
-	select {
-	case addr = <-addrs:
-	case <-time.After(10 * time.Second):
-		t.Fatal("server did not start")
-	}
-	var got string
-	if err := run(context.Background(), "", addr, "hello there", func(s string) { got = s }); err != nil {
-		t.Fatal(err)
-	}
-	if got != "echo: hello there" {
-		t.Fatalf("got %q", got)
-	}
-}
-
-// TestBinaryBadInput runs the program as a user would with the usual mistakes: each gets a
-// one-line error or the usage and a non-zero exit, never a stack trace.
-func TestBinaryBadInput(t *testing.T) {
-	bin := testutil.BuildMain(t)
-	for _, c := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{nil, 2, "Usage"},
-		{[]string{"-listen", "127.0.0.1:4010"}, 1, "echo: "},
-		{[]string{"-dial", "not-an-addr", "hi"}, 1, "echo: "},
-		{[]string{"-listen", "/ip4/127.0.0.1/tcp/0", "-dial", "/ip4/127.0.0.1/tcp/1"}, 2, "Usage"},
-		{[]string{"-h"}, 0, "Usage"},
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		cmd := exec.CommandContext(ctx, bin, c.args...)
-		out, _ := cmd.CombinedOutput()
-		cancel()
-		code := cmd.ProcessState.ExitCode()
-		if code != c.code || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "goroutine ") ||
-			c.code == 1 && strings.Count(string(out), "\n") != 1 {
-			t.Errorf("%v: exit %d, output %q; want exit %d and %q in one line or the usage", c.args, code, out, c.code, c.want)
-		}
-	}
-}
-
-// TestBinarySIGTERM: a server stopped by SIGTERM (a service manager, docker stop) closes
-// gracefully and exits 0, as with Ctrl-C.
-func TestBinarySIGTERM(t *testing.T) {
-	bin := testutil.BuildMain(t)
-	testutil.RunUntilReadyThenTERM(t, exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0"), "listening on")
-}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tendril-p2p/tendril/internal/testutil"
+)
+
+func TestDemo(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-demo"}, strings.NewReader(""), &out); err != nil {
+		t.Fatalf("demo failed: %v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"--- ok: 4 peers", "/tendril/chat 1.0", "/tendril/chat 1.1", "hello from peer1"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestDemoLegacyTEA(t *testing.T) {
+	var out bytes.Buffer
+	key := hex.EncodeToString([]byte("0123456789abcdef"))
+	if err := run(context.Background(), []string{"-demo", "-peers", "3", "-legacy-tea", key}, strings.NewReader(""), &out); err != nil {
+		t.Fatalf("legacy demo failed: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "INSECURE") {
+		t.Errorf("legacy demo does not say it is insecure:\n%s", out.String())
+	}
+}
+
+func TestMessageCodec(t *testing.T) {
+	m := message{nick: "ann", text: "hi there"}
+	m.id[0] = 9
+	for _, v := range []string{"1.0", "1.1"} {
+		got, err := decode(m.encode(v), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.id != m.id || got.text != m.text {
+			t.Fatalf("%s: %+v", v, got)
+		}
+		if v == "1.1" && got.nick != "ann" {
+			t.Fatalf("1.1 lost the nick")
+		}
+	}
+	for _, bad := range [][]byte{nil, make([]byte, 31), append(make([]byte, 32), 5, 'a')} {
+		if _, err := decode(bad, "1.1"); err == nil {
+			t.Errorf("decoded malformed %x", bad)
+		}
+	}
+}
+
+func TestSeenSetBounded(t *testing.T) {
+	s := newSeenSet(4)
+	var ids [6][32]byte
+	for i := range ids {
+		ids[i][0] = byte(i)
+		if !s.add(ids[i]) {
+			t.Fatal("new id reported seen")
+		}
+	}
+	if len(s.set) != 4 {
+		t.Fatalf("seen set grew to %d", len(s.set))
+	}
+	if s.add(ids[5]) {
+		t.Fatal("recent id reported new")
+	}
+	if !s.add(ids[0]) {
+		t.Fatal("evicted id still remembered")
+	}
+}
+
+func TestFlags(t *testing.T) {
+	var out bytes.Buffer
+	for _, args := range [][]string{{}, {"-legacy-tea", "zz"}, {"-demo", "-peers", "1"}, {"extra"}} {
+		if err := run(context.Background(), args, strings.NewReader(""), &out); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}
+
+// TestBinaryPiped runs chat as a user would: a listener, and a dialer whose stdin is a pipe
+// that ends at once. Every piped line must arrive (Dial returns with the chat open), the
+// listener names the leaver by nick, a line typed with no peer gets a word, -h exits 0.
+func TestBinaryPiped(t *testing.T) {
+	bin := testutil.BuildMain(t)
+	if out, err := exec.Command(bin, "-h").CombinedOutput(); err != nil || !strings.Contains(string(out), "-listen") {
+		t.Errorf("chat -h: %v %q", err, out)
+	}
+	alice := exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0", "-name", "alice")
+	var out testutil.SyncBuffer
+	alice.Stdout, alice.Stderr = &out, &out
+	stdin, err := alice.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- alice.Wait() }()
+	defer func() {
+		alice.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-waited:
+			if err != nil {
+				t.Errorf("alice after SIGTERM: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			alice.Process.Kill()
+			<-waited
+			t.Error("alice ignored SIGTERM")
+		}
+	}()
+	addr := testutil.ListeningAddr(t, &out)
+	for i := range 3 {
+		line := fmt.Sprintf("piped line %d", i)
+		bob := exec.Command(bin, "-dial", addr, "-name", "bob")
+		bob.Stdin = strings.NewReader(line + "\n")
+		if b, err := bob.CombinedOutput(); err != nil {
+			t.Fatalf("bob: %v\n%s", err, b)
+		}
+		waitOutput(t, &out, "<bob> "+line)
+		waitOutput(t, &out, "left: bob (")
+	}
+	if _, err := io.WriteString(stdin, "anyone?\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, &out, "no peer connected: line not sent")
+}
+
+func waitOutput(t *testing.T, out *testutil.SyncBuffer, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
