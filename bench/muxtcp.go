@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"sync"
-	"sync/atomic"
 
 	"github.com/tendril-p2p/tendril/mux"
 )
@@ -17,10 +15,8 @@ import (
 // coalescing too).
 
 type muxTCPServer struct {
-	ln    net.Listener
-	conns atomic.Int64
-	wg    sync.WaitGroup
-	open  closerSet
+	serverBase
+	ln net.Listener
 }
 
 // muxConfig is tendril's default mux configuration as the Service uses it:
@@ -37,34 +33,23 @@ func startMuxTCP(context.Context) (server, error) {
 		return nil, err
 	}
 	s := &muxTCPServer{ln: ln}
-	s.wg.Add(1)
-	go s.accept()
+	s.wg.Go(s.accept)
 	return s, nil
 }
 
 func (s *muxTCPServer) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
+	acceptLoop(s.ln.Accept, func(c net.Conn) {
 		resetOnClose(c)
 		sess, err := mux.Server(c, muxConfig())
 		if err != nil {
 			c.Close()
-			continue
+			return
 		}
-		if !s.open.track(sess) {
-			sess.Close()
-			continue
+		if !s.admit(sess) {
+			return
 		}
-		s.conns.Add(1)
-		s.serve(sess, func() {
-			s.conns.Add(-1)
-			s.open.untrack(sess)
-		})
-	}
+		s.serve(sess, func() { s.release(sess) })
+	})
 }
 
 // serve hands the session's inbound streams to serveStream; done runs
@@ -97,14 +82,7 @@ func (s *muxTCPServer) Dial(ctx context.Context) (conn, error) {
 	return muxTCPConn{sess}, nil
 }
 
-func (s *muxTCPServer) Conns() int { return int(s.conns.Load()) }
-
-func (s *muxTCPServer) Close() error {
-	err := s.ln.Close()
-	s.open.closeAll()
-	s.wg.Wait()
-	return err
-}
+func (s *muxTCPServer) Close() error { return s.shutdown(s.ln) }
 
 type muxTCPConn struct{ sess *mux.Session }
 

@@ -33,6 +33,7 @@ import (
 
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/cipher/aead"
+	"github.com/tendril-p2p/tendril/internal/loopback"
 )
 
 // streamWindow is the fixed stream window of the hashicorp/yamux transports: tendril's own
@@ -290,52 +291,64 @@ func (c *tendrilConn) Close() error {
 // ---- crypto/tls, hashicorp/yamux and plain TCP from the standard library ----
 
 type stdServer struct {
+	serverBase
 	ln       net.Listener
 	dialTo   string // host:port Dial connects to: the listener's, or a proxy's
 	tlsSrv   *tls.Config
 	tlsCli   *tls.Config
 	muxed    bool
-	conns    atomic.Int64
-	wg       sync.WaitGroup
-	open     closerSet
 	yamuxCfg *yamux.Config
 }
 
-// closerSet holds a server's open connections and streams, so that Close can close them.
-type closerSet struct {
-	mu     sync.Mutex
-	m      map[io.Closer]struct{}
-	closed bool
+// serverBase is what the servers built on a listener of their own (every transport but
+// tendril's Service, which counts and closes its sessions itself) keep alike: the
+// connections the server side holds, for Conns and for Close to end, and the goroutines
+// Close waits for, so that no run leaks into the next.
+type serverBase struct {
+	conns atomic.Int64
+	wg    sync.WaitGroup
+	open  loopback.Set
 }
 
-// track adds c, or reports false once the set is closed.
-func (s *closerSet) track(c io.Closer) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+// Conns implements server.
+func (b *serverBase) Conns() int { return int(b.conns.Load()) }
+
+// admit registers c as a connection (or session) the server side holds. Once Close has
+// begun it closes c instead and reports false.
+func (b *serverBase) admit(c io.Closer) bool {
+	if !b.open.Track(c) {
+		c.Close()
 		return false
 	}
-	if s.m == nil {
-		s.m = make(map[io.Closer]struct{})
-	}
-	s.m[c] = struct{}{}
+	b.conns.Add(1)
 	return true
 }
 
-func (s *closerSet) untrack(c io.Closer) {
-	s.mu.Lock()
-	delete(s.m, c)
-	s.mu.Unlock()
+// release undoes admit when the connection has ended.
+func (b *serverBase) release(c io.Closer) {
+	b.conns.Add(-1)
+	b.open.Untrack(c)
 }
 
-// closeAll closes everything tracked and refuses what comes later.
-func (s *closerSet) closeAll() {
-	s.mu.Lock()
-	s.closed = true
-	for c := range s.m {
-		c.Close()
+// shutdown closes ln first, so that no connection is admitted behind it, then every
+// connection held, which ends their goroutines, and waits for those.
+func (b *serverBase) shutdown(ln io.Closer) error {
+	err := ln.Close()
+	b.open.CloseAll()
+	b.wg.Wait()
+	return err
+}
+
+// acceptLoop hands everything accept returns to handle, in turn, until accept fails: its
+// listener or session has closed. It serves connections and streams alike.
+func acceptLoop[T any](accept func() (T, error), handle func(T)) {
+	for {
+		x, err := accept()
+		if err != nil {
+			return
+		}
+		handle(x)
 	}
-	s.mu.Unlock()
 }
 
 func yamuxConfig() *yamux.Config {
@@ -358,8 +371,7 @@ func startStd(_ context.Context, useTLS, muxed bool) (server, error) {
 			return nil, err
 		}
 	}
-	s.wg.Add(1)
-	go s.accept()
+	s.wg.Go(s.accept)
 	return s, nil
 }
 
@@ -401,24 +413,11 @@ func tlsConfigs() (srv, cli *tls.Config, err error) {
 	return srv, cli, nil
 }
 
-func (s *stdServer) track(c io.Closer) bool { return s.open.track(c) }
-
-func (s *stdServer) untrack(c io.Closer) { s.open.untrack(c) }
-
 func (s *stdServer) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
+	acceptLoop(s.ln.Accept, func(c net.Conn) {
 		resetOnClose(c)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.serveConn(c)
-		}()
-	}
+		s.wg.Go(func() { s.serveConn(c) })
+	})
 }
 
 func (s *stdServer) serveConn(c net.Conn) {
@@ -434,14 +433,11 @@ func (s *stdServer) serveConn(c net.Conn) {
 		c = tc
 	}
 	if !s.muxed {
-		if !s.track(c) {
-			c.Close()
+		if !s.admit(c) {
 			return
 		}
-		s.conns.Add(1)
 		serveStream(c.(stream))
-		s.conns.Add(-1)
-		s.untrack(c)
+		s.release(c)
 		c.Close()
 		return
 	}
@@ -450,34 +446,23 @@ func (s *stdServer) serveConn(c net.Conn) {
 		c.Close()
 		return
 	}
-	if !s.track(sess) {
-		sess.Close()
+	if !s.admit(sess) {
 		return
 	}
-	s.conns.Add(1)
-	defer s.conns.Add(-1)
-	defer s.untrack(sess)
+	defer s.release(sess)
 	serveYamux(sess, &s.wg)
 }
 
 // serveYamux accepts streams until the session ends.
 func serveYamux(sess *yamux.Session, wg *sync.WaitGroup) {
 	defer sess.Close()
-	for {
-		st, err := sess.AcceptStream()
-		if err != nil {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	acceptLoop(sess.AcceptStream, func(st *yamux.Stream) {
+		wg.Go(func() {
 			serveStream(yamuxStream{st})
 			st.Close()
-		}()
-	}
+		})
+	})
 }
-
-func (s *stdServer) Conns() int { return int(s.conns.Load()) }
 
 func (s *stdServer) Dial(ctx context.Context) (conn, error) {
 	nc, err := s.dialOne(ctx)
@@ -493,11 +478,7 @@ func (s *stdServer) Dial(ctx context.Context) (conn, error) {
 		return nil, err
 	}
 	// Both ends of a peer-to-peer connection accept streams.
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		serveYamux(sess, &s.wg)
-	}()
+	s.wg.Go(func() { serveYamux(sess, &s.wg) })
 	return yamuxConn{sess}, nil
 }
 
@@ -531,12 +512,7 @@ func (s *stdServer) Route(hostport string) error {
 	return nil
 }
 
-func (s *stdServer) Close() error {
-	err := s.ln.Close()
-	s.open.closeAll()
-	s.wg.Wait()
-	return err
-}
+func (s *stdServer) Close() error { return s.shutdown(s.ln) }
 
 type yamuxStream struct{ *yamux.Stream }
 
@@ -597,15 +573,13 @@ func (c *plainConn) Close() error {
 // ---- go-libp2p: its TCP transport and upgrader (no host) ----
 
 type libp2pServer struct {
+	serverBase
 	security string
 	srvTpt   *tcp.TcpTransport
 	cliTpt   *tcp.TcpTransport
 	srvID    peer.ID
 	ln       transport.Listener
 	dialTo   ma.Multiaddr // where Dial connects: the listener, or a proxy in front of it
-	conns    atomic.Int64
-	wg       sync.WaitGroup
-	open     closerSet
 }
 
 // libp2pTransport builds a TCP transport with one security protocol and
@@ -659,52 +633,31 @@ func startLibp2p(_ context.Context, security string) (server, error) {
 		return nil, err
 	}
 	s := &libp2pServer{security: security, srvTpt: srvTpt, cliTpt: cliTpt, srvID: srvID, ln: ln, dialTo: ln.Multiaddr()}
-	s.wg.Add(1)
-	go s.accept()
+	s.wg.Go(s.accept)
 	return s, nil
 }
 
-func (s *libp2pServer) track(c io.Closer) bool { return s.open.track(c) }
-
-func (s *libp2pServer) untrack(c io.Closer) { s.open.untrack(c) }
-
 func (s *libp2pServer) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
+	acceptLoop(s.ln.Accept, func(c transport.CapableConn) {
+		if !s.admit(c) {
 			return
 		}
-		if !s.track(c) {
-			c.Close()
-			continue
-		}
-		s.conns.Add(1)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer s.conns.Add(-1)
-			defer s.untrack(c)
+		s.wg.Go(func() {
+			defer s.release(c)
 			serveMuxed(c, &s.wg)
-		}()
-	}
+		})
+	})
 }
 
 // serveMuxed accepts streams of a go-libp2p connection until it ends.
 func serveMuxed(c network.MuxedConn, wg *sync.WaitGroup) {
 	defer c.Close()
-	for {
-		st, err := c.AcceptStream()
-		if err != nil {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	acceptLoop(c.AcceptStream, func(st network.MuxedStream) {
+		wg.Go(func() {
 			serveStream(st)
 			st.Close()
-		}()
-	}
+		})
+	})
 }
 
 func (s *libp2pServer) Dial(ctx context.Context) (conn, error) {
@@ -713,15 +666,9 @@ func (s *libp2pServer) Dial(ctx context.Context) (conn, error) {
 		return nil, err
 	}
 	// Both ends of a peer-to-peer connection accept streams.
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		serveMuxed(c, &s.wg)
-	}()
+	s.wg.Go(func() { serveMuxed(c, &s.wg) })
 	return libp2pConn{c}, nil
 }
-
-func (s *libp2pServer) Conns() int { return int(s.conns.Load()) }
 
 // ListenAddr implements routable.
 func (s *libp2pServer) ListenAddr() string { return s.ln.Addr().String() }
@@ -740,12 +687,7 @@ func (s *libp2pServer) Route(hostport string) error {
 	return nil
 }
 
-func (s *libp2pServer) Close() error {
-	err := s.ln.Close()
-	s.open.closeAll()
-	s.wg.Wait()
-	return err
-}
+func (s *libp2pServer) Close() error { return s.shutdown(s.ln) }
 
 type libp2pConn struct{ c transport.CapableConn }
 
