@@ -78,29 +78,9 @@ func exchangeData(t *testing.T, a, b *Conn, sizes []int) {
 	}
 }
 
-// countingConn counts Write calls on the underlying connection.
-type countingConn struct {
-	net.Conn
-	mu     sync.Mutex
-	writes int
-}
-
-func (c *countingConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	c.writes++
-	c.mu.Unlock()
-	return c.Conn.Write(p)
-}
-
-func (c *countingConn) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.writes
-}
-
 func TestOneFramePerWrite(t *testing.T) {
 	a, b := testutil.TCPPair(t)
-	ca := &countingConn{Conn: a}
+	ca := &probeConn{Conn: a}
 	cfgA, cfgB := testConfig("a"), testConfig("b")
 	cfgA.MaxFrameSize = 4096
 	sa, sb, errA, errB := handshakePair(ca, b, cfgA, cfgB)
@@ -109,15 +89,15 @@ func TestOneFramePerWrite(t *testing.T) {
 	}
 	defer sa.Close()
 	defer sb.Close()
-	base := ca.count()
+	base := int(ca.writes.Load())
 	for _, n := range []int{1, 12, 100, 4096} {
 		if _, err := sa.Write(make([]byte, n)); err != nil {
 			t.Fatal(err)
 		}
-		if got := ca.count() - base; got != 1 {
+		if got := int(ca.writes.Load()) - base; got != 1 {
 			t.Fatalf("Write(%d) made %d writes, want 1", n, got)
 		}
-		base = ca.count()
+		base = int(ca.writes.Load())
 		if _, err := readN(sb, n); err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +107,7 @@ func TestOneFramePerWrite(t *testing.T) {
 	if _, err := readN(sb, 4096*3+1); err != nil {
 		t.Fatal(err)
 	}
-	if got := ca.count() - base; got != 4 {
+	if got := int(ca.writes.Load()) - base; got != 4 {
 		t.Fatalf("Write(12289) made %d writes, want 4", got)
 	}
 	// The server's larger MaxFrameSize is capped by the client's 4096.
@@ -362,39 +342,17 @@ func TestFlippedBitInDataFrame(t *testing.T) {
 	}
 }
 
-// readSizeConn records the longest buffer passed to Read.
-type readSizeConn struct {
-	net.Conn
-	mu      sync.Mutex
-	maxRead int
-}
-
-func (c *readSizeConn) Read(p []byte) (int, error) {
-	c.mu.Lock()
-	c.maxRead = max(c.maxRead, len(p))
-	c.mu.Unlock()
-	return c.Conn.Read(p)
-}
-
-func (c *readSizeConn) max() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.maxRead
-}
-
 func TestOversizeLengthPrefix(t *testing.T) {
 	for _, prefix := range [][]byte{{0, 0, 0x08, 0x12}, {0xff, 0xff, 0xff, 0xff}} {
 		a, b := testutil.TCPPair(t)
-		rb := &readSizeConn{Conn: b}
+		rb := &probeConn{Conn: b}
 		cfgB := testConfig("b")
 		cfgB.MaxFrameSize = 2048
 		sa, sb, errA, errB := handshakePair(a, rb, testConfig("a"), cfgB)
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
-		rb.mu.Lock()
-		rb.maxRead = 0 // the handshake's hellos do not fit the small array
-		rb.mu.Unlock()
+		rb.maxRead.Store(0) // the handshake's hellos do not fit the small array
 		// 2048+17 (the record type and tag) is accepted, one more is not; no buffer is borrowed for
 		// it: every read went into the Conn's own small array.
 		sa.NetConn().Write(prefix)
@@ -402,7 +360,7 @@ func TestOversizeLengthPrefix(t *testing.T) {
 		if !errors.Is(err, ErrFrameTooLarge) {
 			t.Fatalf("prefix %x: Read: %v, want ErrFrameTooLarge", prefix, err)
 		}
-		if m := rb.max(); m > smallRead {
+		if m := rb.maxRead.Load(); m > smallRead {
 			t.Fatalf("prefix %x: read into a %d-byte buffer", prefix, m)
 		}
 		sa.Close()
@@ -594,20 +552,9 @@ func TestNoProgressReader(t *testing.T) {
 	}
 }
 
-// readCountConn counts Read calls on the underlying connection.
-type readCountConn struct {
-	net.Conn
-	reads int
-}
-
-func (c *readCountConn) Read(p []byte) (int, error) {
-	c.reads++
-	return c.Conn.Read(p)
-}
-
 func TestBurstReadsFewSyscalls(t *testing.T) {
 	x, y := newBufPair()
-	ry := &readCountConn{Conn: y}
+	ry := &probeConn{Conn: y}
 	a, b := rawPair(t, x, ry, aead.AES128GCM)
 	const frames, size = 20, 300 // 6.4 KB of frames longer than the small array
 	for range frames {
@@ -623,8 +570,8 @@ func TestBurstReadsFewSyscalls(t *testing.T) {
 	}
 	// One read into the small array, then one into a greedy buffer that
 	// takes the whole burst.
-	if ry.reads > 2 {
-		t.Fatalf("%d frames took %d reads", frames, ry.reads)
+	if n := ry.reads.Load(); n > 2 {
+		t.Fatalf("%d frames took %d reads", frames, n)
 	}
 	holdsNoBuffer(t, b)
 }

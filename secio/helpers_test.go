@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,29 @@ func TestMain(m *testing.M) {
 	closeNotifyTimeout = 20 * time.Millisecond
 	closeLinger = 20 * time.Millisecond
 	goleak.VerifyTestMain(m)
+}
+
+// probeConn watches a connection from below a Conn: how many Writes and Reads
+// reach it and the longest buffer a Read passed down.
+type probeConn struct {
+	net.Conn
+	writes, reads, maxRead atomic.Int64
+}
+
+func (c *probeConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+func (c *probeConn) Read(p []byte) (int, error) {
+	c.reads.Add(1)
+	for {
+		m := c.maxRead.Load()
+		if int64(len(p)) <= m || c.maxRead.CompareAndSwap(m, int64(len(p))) {
+			break
+		}
+	}
+	return c.Conn.Read(p)
 }
 
 // detRand is a deterministic byte stream (SHA-256 in counter mode over a
