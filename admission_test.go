@@ -222,10 +222,7 @@ func TestAdmissionLimits(t *testing.T) {
 		var peers []*Service
 		for i := range 5 {
 			c := newService(t, Config{Protocols: []Protocol{echoProto("/e", newInbox())}})
-			sess, err := c.Dial(context.Background(), addr)
-			if err != nil {
-				t.Fatal(err)
-			}
+			sess := dial(t, c, addr)
 			switch i {
 			case 0:
 				id := c.ID()

@@ -68,10 +68,7 @@ func TestGarbageNegotiationsKeepLifecycleEvents(t *testing.T) {
 	for range 100 {
 		c := newService(t, Config{EventBuffer: 4})
 		ids = append(ids, c.ID())
-		sess, err := c.Dial(context.Background(), addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sess := dial(t, c, addr)
 		if err := sess.Close(); err != nil {
 			t.Fatal(err)
 		}

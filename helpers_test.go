@@ -182,13 +182,20 @@ func echoPair(t *testing.T, name string) (sess *Session, bb *inbox, a, b *Servic
 	return dialOpen(t, a, listen(t, b), name), bb, a, b
 }
 
-// dialOpen dials addr from svc and opens proto on the new session.
-func dialOpen(t testing.TB, svc *Service, addr Addr, proto string) *Session {
+// dial dials addr from svc, failing the test if that fails.
+func dial(t testing.TB, svc *Service, addr Addr) *Session {
 	t.Helper()
 	sess, err := svc.Dial(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sess
+}
+
+// dialOpen dials addr from svc and opens proto on the new session.
+func dialOpen(t testing.TB, svc *Service, addr Addr, proto string) *Session {
+	t.Helper()
+	sess := dial(t, svc, addr)
 	if err := sess.OpenProtocol(context.Background(), proto); err != nil {
 		t.Fatal(err)
 	}

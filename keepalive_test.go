@@ -1,7 +1,6 @@
 package tendril
 
 import (
-	"context"
 	"errors"
 	"net"
 	"sync"
@@ -95,10 +94,7 @@ func TestKeepAliveClosesSilentPeer(t *testing.T) {
 	_, hostport, _ := addr.hostPort()
 	proxy := newFreezeProxy(t, hostport)
 	pa := MustParseAddr("/ip4/127.0.0.1/tcp/" + portOf(t, proxy.ln.Addr())).WithPeer(b.ID())
-	sess, err := a.Dial(context.Background(), pa)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dial(t, a, pa)
 	// While the peer answers, keepalives keep the session open.
 	select {
 	case <-sess.Done():

@@ -27,10 +27,7 @@ func TestResetOnClose(t *testing.T) {
 		a := newService(t, Config{ResetOnClose: tc.reset})
 		b := newService(t, Config{})
 		addr := listen(t, b)
-		sess, err := a.Dial(context.Background(), addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sess := dial(t, a, addr)
 		var remote *Session
 		waitUntil(t, "b's session", func() bool { remote = b.Session(a.ID()); return remote != nil })
 		sess.Close()
@@ -175,10 +172,7 @@ func TestPeerCloseIsNotConnectionLost(t *testing.T) {
 		b := newService(t, Config{Protocols: []Protocol{echoProto("/p", box)}, ResetOnClose: reset})
 		a := newService(t, Config{Protocols: []Protocol{echoProto("/p", newInbox())}})
 		events := collectEvents(a)
-		sess, err := a.Dial(context.Background(), listen(t, b))
-		if err != nil {
-			t.Fatal(err)
-		}
+		sess := dial(t, a, listen(t, b))
 		for b.Session(a.ID()) == nil { // the acceptor registers it a moment after Dial returns
 			time.Sleep(time.Millisecond)
 		}

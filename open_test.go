@@ -24,10 +24,7 @@ func TestMaxStreams(t *testing.T) {
 	big := mux.DefaultConfig()
 	big.MaxStreams = 64
 	client := newService(t, Config{Protocols: []Protocol{proto}, Mux: big})
-	sess, err := client.Dial(context.Background(), listen(t, server))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dial(t, client, listen(t, server))
 	var open []net.Conn
 	defer func() {
 		for _, st := range open {
@@ -67,10 +64,7 @@ func TestMaxStreams(t *testing.T) {
 	tiny := mux.DefaultConfig()
 	tiny.MaxStreams = 2
 	opener := newService(t, Config{Protocols: []Protocol{proto}, Mux: tiny})
-	s2, err := opener.Dial(context.Background(), listen(t, newService(t, Config{Protocols: []Protocol{proto}})))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := dial(t, opener, listen(t, newService(t, Config{Protocols: []Protocol{proto}})))
 	for i := range 2 {
 		st, _, err := s2.OpenStream(context.Background(), "/hold")
 		if err != nil {
@@ -105,10 +99,7 @@ func TestOpenProtocolRace(t *testing.T) {
 	srvH := HandlerFuncs{OnDisconnected: func(*Context) { srvGone <- struct{}{} }}
 	a := newService(t, Config{Protocols: []Protocol{{Name: "/r", Versions: []string{"1"}, Handler: cliH}}})
 	b := newService(t, Config{Protocols: []Protocol{{Name: "/r", Versions: []string{"1"}, Handler: srvH}}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dial(t, a, listen(t, b))
 	var peerSess *Session
 	waitUntil(t, "acceptor session", func() bool { peerSess = b.Session(a.ID()); return peerSess != nil })
 	wait := func(what string, ch <-chan struct{}) {

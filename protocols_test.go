@@ -16,10 +16,7 @@ func TestAddRemoveProtocol(t *testing.T) {
 	boxA, boxB := newInbox(), newInbox()
 	a := newService(t, Config{Protocols: []Protocol{echoProto("/late", boxA)}})
 	b := newService(t, Config{})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dial(t, a, listen(t, b))
 	if err := sess.OpenProtocol(context.Background(), "/late"); !errors.Is(err, protocol.ErrUnknownProtocol) {
 		t.Fatalf("open before AddProtocol: %v, want protocol.ErrUnknownProtocol", err)
 	}
@@ -76,10 +73,7 @@ func TestAddProtocolInvalid(t *testing.T) {
 func TestAddRemoveProtocolConcurrent(t *testing.T) {
 	a := newService(t, Config{Protocols: []Protocol{echoProto("/churn", newInbox())}})
 	b := newService(t, Config{})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dial(t, a, listen(t, b))
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {

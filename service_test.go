@@ -24,10 +24,7 @@ func TestTwoPeersExchange(t *testing.T) {
 		t.Fatalf("listen address %s lacks the peer ID", addr)
 	}
 	ctx := context.Background()
-	sess, err := a.Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dial(t, a, addr)
 	if sess.Peer() != b.ID() || !sess.Secure() || sess.Direction() != Outbound {
 		t.Fatalf("session: peer %s secure %v dir %v", sess.Peer(), sess.Secure(), sess.Direction())
 	}
@@ -76,10 +73,7 @@ func TestDialWrongPeerID(t *testing.T) {
 	// Without /p2p/ the dial succeeds and learns the ID from the handshake.
 	noID := addr
 	noID.Peer = secio.PeerID{}
-	sess, err := a.Dial(context.Background(), noID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dial(t, a, noID)
 	if sess.Peer() != b.ID() {
 		t.Fatal("wrong peer learned")
 	}
@@ -114,11 +108,8 @@ func TestVersionNegotiationMatrix(t *testing.T) {
 			ba, bb := newInbox(), newInbox()
 			a := newService(t, Config{Protocols: []Protocol{echoProto("/v", ba, tc.local...)}})
 			b := newService(t, Config{Protocols: []Protocol{echoProto("/v", bb, tc.remote...)}})
-			sess, err := a.Dial(context.Background(), listen(t, b))
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = sess.OpenProtocol(context.Background(), "/v")
+			sess := dial(t, a, listen(t, b))
+			err := sess.OpenProtocol(context.Background(), "/v")
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("got %v, want %v", err, tc.err)
@@ -140,11 +131,8 @@ func TestVersionNegotiationMatrix(t *testing.T) {
 func TestUnknownProtocol(t *testing.T) {
 	a := newService(t, Config{Protocols: []Protocol{echoProto("/only-a", newInbox())}})
 	b := newService(t, Config{Protocols: []Protocol{echoProto("/only-b", newInbox())}})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = sess.OpenProtocol(context.Background(), "/only-a")
+	sess := dial(t, a, listen(t, b))
+	err := sess.OpenProtocol(context.Background(), "/only-a")
 	if !errors.Is(err, protocol.ErrUnknownProtocol) {
 		t.Fatalf("got %v, want protocol.ErrUnknownProtocol", err)
 	}
@@ -280,10 +268,7 @@ func TestDisconnectAndReconnect(t *testing.T) {
 	b := newService(t, Config{Protocols: []Protocol{pb}})
 	addr := listen(t, b)
 	for i := range 3 {
-		sess, err := a.Dial(context.Background(), addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sess := dial(t, a, addr)
 		bb.waitFor(t, "connected", func() bool { return bb.connected == i+1 })
 		ba.waitFor(t, "connected", func() bool { return ba.connected == i+1 })
 		if err := a.Send(b.ID(), "/r", []byte{byte(i)}); err != nil {
@@ -412,10 +397,7 @@ func TestConcurrentProtocols(t *testing.T) {
 	}
 	a := newService(t, Config{Protocols: pa})
 	b := newService(t, Config{Protocols: pb})
-	sess, err := a.Dial(context.Background(), listen(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dial(t, a, listen(t, b))
 	var wg sync.WaitGroup
 	for i := range protos {
 		wg.Add(1)
