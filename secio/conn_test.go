@@ -388,12 +388,19 @@ func TestTruncatedFrame(t *testing.T) {
 	}
 }
 
-func TestReadSteadyStateAllocs(t *testing.T) {
+// allocPair returns two AES-128-GCM Conns over in-memory buffers for a test that counts
+// allocations; it skips under the race detector, where sync.Pool drops items at random.
+func allocPair(t *testing.T) (a, b *Conn) {
+	t.Helper()
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
-	c1, c2 := newBufPair()
-	a, b := rawPair(t, c1, c2, aead.AES128GCM)
+	x, y := newBufPair()
+	return rawPair(t, x, y, aead.AES128GCM)
+}
+
+func TestReadSteadyStateAllocs(t *testing.T) {
+	a, b := allocPair(t)
 	msg := make([]byte, 16<<10)
 	buf := make([]byte, 16<<10)
 	small := make([]byte, 100)
@@ -514,11 +521,7 @@ func TestBufferClasses(t *testing.T) {
 }
 
 func TestLargeFrameAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("sync.Pool drops items at random under the race detector")
-	}
-	x, y := newBufPair()
-	a, b := rawPair(t, x, y, aead.AES128GCM)
+	a, b := allocPair(t)
 	msg := make([]byte, 256<<10)
 	buf := make([]byte, 100<<10) // smaller than the frame: in-place path
 	a.Write(msg)
