@@ -109,7 +109,7 @@ func BenchmarkConnect(b *testing.B) {
 	replies := make(chan []byte, 1)
 	echo := Protocol{Name: "/echo", Versions: []string{"1"}, Handler: HandlerFuncs{OnReceived: func(c *Context, m []byte) { c.Send(m) }}}
 	server := newService(b, Config{Protocols: []Protocol{echo}, MaxConnections: 1 << 16})
-	addr, err := server.Listen(context.Background(), loopback)
+	addr, err := server.Listen(context.Background(), loopbackAddr)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func BenchmarkIdleConnection(b *testing.B) {
 	for range b.N {
 		echo := Protocol{Name: "/echo", Versions: []string{"1"}, Handler: HandlerFuncs{}}
 		server := newService(b, Config{Protocols: []Protocol{echo}, MaxConnections: 2 * conns})
-		addr, err := server.Listen(context.Background(), loopback)
+		addr, err := server.Listen(context.Background(), loopbackAddr)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,65 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
-	"net"
-	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/tendril-p2p/tendril/secio"
 )
-
-// recordingProxy relays one connection to target and keeps every byte of
-// each direction.
-type recordingProxy struct {
-	ln       net.Listener
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	up, down bytes.Buffer
-}
-
-func newRecordingProxy(t *testing.T, target string) *recordingProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &recordingProxy{ln: ln}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", target)
-		if err != nil {
-			c.Close()
-			return
-		}
-		relay := func(dst, src net.Conn, rec *bytes.Buffer) {
-			defer p.wg.Done()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := src.Read(buf)
-				p.mu.Lock()
-				rec.Write(buf[:n])
-				p.mu.Unlock()
-				if n > 0 {
-					dst.Write(buf[:n])
-				}
-				if err != nil {
-					dst.Close()
-					return
-				}
-			}
-		}
-		p.wg.Add(2)
-		go relay(s, c, &p.up)
-		go relay(c, s, &p.down)
-	}()
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
-	return p
-}
 
 // TestCaptureHidesIdentities records a default connection between two
 // Services, with a protocol message each way: neither node's public key nor
@@ -79,8 +24,8 @@ func TestCaptureHidesIdentities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newRecordingProxy(t, target)
-	addr := MustParseAddr("/ip4/127.0.0.1/tcp/" + strconv.Itoa(p.ln.Addr().(*net.TCPAddr).Port)).WithPeer(b.ID())
+	p := newTapProxy(t, target)
+	addr := p.addr().WithPeer(b.ID())
 	sess := dialOpen(t, a, addr, proto)
 	if err := sess.Send(proto, []byte("hello b")); err != nil {
 		t.Fatal(err)
@@ -93,12 +38,8 @@ func TestCaptureHidesIdentities(t *testing.T) {
 	sess.Close()
 	a.Close()
 	b.Close()
-	p.ln.Close()
-	p.wg.Wait()
-
-	p.mu.Lock()
+	p.close()
 	up, down := p.up.Bytes(), p.down.Bytes()
-	p.mu.Unlock()
 	capture := append(bytes.Clone(up), down...)
 	for _, svc := range []*Service{a, b} {
 		pub := svc.PublicKey().Bytes()

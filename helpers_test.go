@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tendril-p2p/tendril/hash/blake3"
+	"github.com/tendril-p2p/tendril/internal/loopback"
 	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
@@ -24,7 +25,7 @@ import (
 // recorder, and one way to wait (eventually), on which every wait helper is built; then the
 // reliability tests' checker handler and leak checks.
 
-var loopback = MustParseAddr("/ip4/127.0.0.1/tcp/0")
+var loopbackAddr = MustParseAddr("/ip4/127.0.0.1/tcp/0")
 
 // eventually reports whether cond becomes true within timeout. It checks cond at once, then
 // each time changed has a value (nil: never) and every poll in between.
@@ -118,7 +119,7 @@ func newService(t testing.TB, cfg Config) *Service {
 
 func listen(t testing.TB, svc *Service) Addr {
 	t.Helper()
-	a, err := svc.Listen(context.Background(), loopback)
+	a, err := svc.Listen(context.Background(), loopbackAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func legacyPair(t *testing.T, key []byte, pa, pb Protocol) (*Session, Addr) {
 	t.Helper()
 	a := newService(t, Config{Protocols: []Protocol{pa}, LegacyTEA: &LegacyTEAConfig{Key: key}})
 	b := newService(t, Config{Protocols: []Protocol{pb}, LegacyTEA: &LegacyTEAConfig{Key: key}})
-	addr, err := b.ListenLegacy(context.Background(), loopback)
+	addr, err := b.ListenLegacy(context.Background(), loopbackAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,3 +498,78 @@ func sendSeq(sess *Session, name string, first, last, size int) error {
 	}
 	return nil
 }
+
+// tapProxy relays TCP connections through a loopback port to a target, keeping every byte
+// that passes each way (up: toward the target). Once frozen it forwards nothing more in
+// either direction but keeps both sockets open: a peer that has silently gone away.
+type tapProxy struct {
+	srv    *loopback.Server
+	frozen chan struct{}
+	once   sync.Once
+
+	mu       sync.Mutex // guards up and down while relays run; close ends them
+	up, down bytes.Buffer
+}
+
+func newTapProxy(t *testing.T, target string) *tapProxy {
+	srv, err := loopback.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tapProxy{srv: srv, frozen: make(chan struct{})}
+	srv.Serve(func(in *net.TCPConn) {
+		out, err := net.Dial("tcp", target)
+		if err != nil {
+			in.Close()
+			return
+		}
+		if !srv.Track(in) || !srv.Track(out) {
+			in.Close()
+			out.Close()
+			return
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { p.relay(out, in, &p.up) })
+		p.relay(in, out, &p.down)
+		wg.Wait()
+	})
+	t.Cleanup(p.close)
+	return p
+}
+
+// addr returns the proxy's address, without a peer ID.
+func (p *tapProxy) addr() Addr {
+	return MustParseAddr("/ip4/127.0.0.1/tcp/" + strconv.Itoa(p.srv.Addr().Port))
+}
+
+// relay copies src to dst and into rec until src ends (then it closes dst, passing the end
+// on), a write fails, or the proxy is frozen.
+func (p *tapProxy) relay(dst, src net.Conn, rec *bytes.Buffer) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-p.frozen:
+			return // drop this and everything after
+		default:
+		}
+		p.mu.Lock()
+		rec.Write(buf[:n])
+		p.mu.Unlock()
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			dst.Close()
+			return
+		}
+	}
+}
+
+func (p *tapProxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
+
+// close stops the proxy, closes its connections and waits for its relays; up and down may
+// be read without the lock afterwards.
+func (p *tapProxy) close() { p.srv.Close() }

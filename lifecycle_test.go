@@ -197,7 +197,7 @@ func TestLegacyWrongKeyHint(t *testing.T) {
 	a := newService(t, Config{Protocols: []Protocol{p}, LegacyTEA: &LegacyTEAConfig{Key: bytes.Repeat([]byte{7}, 16)}})
 	b := newService(t, Config{Protocols: []Protocol{p}, LegacyTEA: &LegacyTEAConfig{Key: bytes.Repeat([]byte{8}, 16)}})
 	events := collectEvents(b)
-	addr, err := b.ListenLegacy(context.Background(), loopback)
+	addr, err := b.ListenLegacy(context.Background(), loopbackAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
