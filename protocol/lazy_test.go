@@ -5,35 +5,11 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tendril-p2p/tendril/internal/testutil"
 )
-
-// writeCounter counts the Writes made to a conn.
-type writeCounter struct {
-	net.Conn
-	mu     sync.Mutex
-	writes [][]byte
-}
-
-func (c *writeCounter) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	c.writes = append(c.writes, append([]byte(nil), p...))
-	c.mu.Unlock()
-	return c.Conn.Write(p)
-}
-
-// overTCP runs f over loopback TCP: the lazy opener's first Write and the acceptor's answer
-// cross, which an unbuffered net.Pipe cannot carry.
-func overTCP(t *testing.T, f func(t *testing.T, a, b net.Conn)) {
-	a, b := testutil.TCPPair(t)
-	defer a.Close()
-	defer b.Close()
-	f(t, a, b)
-}
 
 func lazyRegistry(t *testing.T) *Registry {
 	t.Helper()

@@ -12,40 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/tendril-p2p/tendril/internal/testutil"
 )
-
-// transports runs f over net.Pipe and over loopback TCP.
-func transports(t *testing.T, f func(t *testing.T, a, b net.Conn)) {
-	t.Run("pipe", func(t *testing.T) {
-		a, b := net.Pipe()
-		defer a.Close()
-		defer b.Close()
-		f(t, a, b)
-	})
-	t.Run("tcp", func(t *testing.T) {
-		a, b := testutil.TCPPair(t)
-		defer a.Close()
-		defer b.Close()
-		f(t, a, b)
-	})
-}
-
-type acceptResult struct {
-	info    Info
-	version string
-	err     error
-}
-
-func goAccept(ctx context.Context, conn net.Conn, reg *Registry) <-chan acceptResult {
-	ch := make(chan acceptResult, 1)
-	go func() {
-		info, v, err := Accept(ctx, conn, reg)
-		ch <- acceptResult{info, v, err}
-	}()
-	return ch
-}
 
 func TestNegotiateMatrix(t *testing.T) {
 	tests := []struct {
@@ -78,10 +45,7 @@ func TestNegotiateMatrix(t *testing.T) {
 					if !errors.Is(err, ErrNoCommonVersion) || !errors.Is(err, ErrRefused) {
 						t.Fatalf("Negotiate error = %v, want ErrNoCommonVersion", err)
 					}
-					var re *RefusedError
-					if !errors.As(err, &re) || re.Code != CodeNoCommonVersion {
-						t.Fatalf("Negotiate error = %#v, want *RefusedError", err)
-					}
+					wantRefused(t, err, CodeNoCommonVersion, "")
 					if !errors.Is(res.err, ErrNoCommonVersion) || res.info.Name != "/chat" {
 						t.Fatalf("Accept = %+v, want ErrNoCommonVersion", res)
 					}
@@ -151,10 +115,7 @@ func TestNegotiateBadSelection(t *testing.T) {
 		}
 		acc := goAccept(context.Background(), b, reg)
 		_, err := Negotiate(context.Background(), a, "/bad", []string{"1"})
-		var re *RefusedError
-		if !errors.As(err, &re) || re.Code != CodeRefused || re.Reason != "internal error" {
-			t.Fatalf("Negotiate error = %v, want CodeRefused", err)
-		}
+		wantRefused(t, err, CodeRefused, "internal error")
 		if res := <-acc; !errors.Is(res.err, ErrBadSelection) {
 			t.Fatalf("Accept = %+v, want ErrBadSelection", res)
 		}
@@ -424,10 +385,7 @@ func TestAcceptCommit(t *testing.T) {
 			ch <- acceptResult{info, v, err}
 		}()
 		_, err := Negotiate(context.Background(), a, "/c", []string{"1"})
-		var re *RefusedError
-		if !errors.As(err, &re) || re.Code != CodeUnknownProtocol || re.Reason != "insecure session" {
-			t.Fatalf("Negotiate error = %v, want the commit's refusal", err)
-		}
+		wantRefused(t, err, CodeUnknownProtocol, "insecure session")
 		if res := <-ch; !errors.Is(res.err, why) {
 			t.Fatalf("AcceptCommit = %+v, want the commit's error", res)
 		}
