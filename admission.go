@@ -167,9 +167,9 @@ func (a *Admission) validate() error {
 	return nil
 }
 
-// resolve returns a copy of a with every default filled in from maxConns (the resolved
+// withDefaults returns a copy of a with every default filled in from maxConns (the resolved
 // Config.MaxConnections), and checks what only the resolved values can show.
-func (a Admission) resolve(maxConns int) (Admission, error) {
+func (a Admission) withDefaults(maxConns int) (Admission, error) {
 	a.MaxHandshakes = cmp.Or(a.MaxHandshakes, DefaultMaxHandshakes)
 	a.MaxHandshakesPerIP = cmp.Or(a.MaxHandshakesPerIP, DefaultMaxHandshakesPerIP)
 	a.MaxOutbound = cmp.Or(a.MaxOutbound, max(maxConns/4, 1))

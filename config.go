@@ -144,7 +144,7 @@ func (c *Config) Validate() error {
 	}
 	maxConns := c.MaxConnections
 	maxConns = cmp.Or(maxConns, DefaultMaxConnections)
-	if _, err := c.Admission.resolve(maxConns); err != nil {
+	if _, err := c.Admission.withDefaults(maxConns); err != nil {
 		return err
 	}
 	maxMsg := c.MaxMessageSize
@@ -201,7 +201,7 @@ func (c Config) withDefaults() Config {
 	c.NegotiationTimeout = cmp.Or(c.NegotiationTimeout, DefaultNegotiationTimeout)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.HandlerExitTimeout = cmp.Or(c.HandlerExitTimeout, DefaultHandlerExitTimeout)
-	c.Admission, _ = c.Admission.resolve(c.MaxConnections) // checked by Validate
+	c.Admission, _ = c.Admission.withDefaults(c.MaxConnections) // checked by Validate
 	c.EventBuffer = cmp.Or(c.EventBuffer, DefaultEventBuffer)
 	c.MaxMemory = cmp.Or(c.MaxMemory, DefaultMaxMemory)
 	if c.Mux == nil {

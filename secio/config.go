@@ -179,8 +179,9 @@ var (
 	defaultKexes   = DefaultKeyExchanges()
 )
 
-// resolve validates c and fills r with its values and the defaults.
-func (c *Config) resolve(r *resolved) error {
+// withDefaults validates c and fills r with its values, zero ones replaced by the defaults
+// (in place: the handshake state keeps r, and its size class matters).
+func (c *Config) withDefaults(r *resolved) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}

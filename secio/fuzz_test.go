@@ -220,7 +220,7 @@ func FuzzDecryptedAuth(f *testing.F) {
 // listenerWith runs a listener that sends pt as its Auth plaintext.
 func listenerWith(conn net.Conn, cfg *Config, pt []byte) error {
 	hs := &handshakeState{ctx: context.Background()}
-	if err := cfg.resolve(&hs.cfg); err != nil {
+	if err := cfg.withDefaults(&hs.cfg); err != nil {
 		return err
 	}
 	hs.c = newConn(conn)
@@ -236,7 +236,7 @@ func listenerWith(conn net.Conn, cfg *Config, pt []byte) error {
 // real Auth if pt is nil.
 func dialerWith(conn net.Conn, cfg *Config, pt []byte) error {
 	hs := &handshakeState{ctx: context.Background(), dialer: true}
-	if err := cfg.resolve(&hs.cfg); err != nil {
+	if err := cfg.withDefaults(&hs.cfg); err != nil {
 		return err
 	}
 	hs.c = newConn(conn)

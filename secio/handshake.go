@@ -101,7 +101,7 @@ func (hs *handshakeState) role() string {
 
 func handshake(ctx context.Context, conn net.Conn, cfg *Config, dialer bool) (*Conn, error) {
 	hs := &handshakeState{ctx: ctx, dialer: dialer}
-	if err := cfg.resolve(&hs.cfg); err != nil {
+	if err := cfg.withDefaults(&hs.cfg); err != nil {
 		conn.Close()
 		return nil, err
 	}
