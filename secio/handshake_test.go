@@ -301,8 +301,15 @@ func fakeListener(t *testing.T, cfg *Config, replies ...[]byte) error {
 		}
 		io.Copy(io.Discard, b)
 	}()
+	return failedHandshake(t, Client, a, cfg)
+}
+
+// failedHandshake runs one side of a handshake (Client or Server) on conn, whose other end
+// a scripted peer drives, and returns its error; a handshake that succeeds fails the test.
+func failedHandshake(t *testing.T, side func(context.Context, net.Conn, *Config) (*Conn, error), conn net.Conn, cfg *Config) error {
+	t.Helper()
 	cfg.HandshakeTimeout = time.Second
-	_, err := Client(context.Background(), a, cfg)
+	_, err := side(context.Background(), conn, cfg)
 	if err == nil {
 		t.Fatal("handshake succeeded")
 	}
@@ -431,8 +438,8 @@ func TestSmallOrderIdentity(t *testing.T) {
 	}
 }
 
-// rawListener sends raw bytes to a Server and returns its error.
-func rawListener(t *testing.T, data []byte) error {
+// rawDialer sends raw bytes to a Server and returns its error.
+func rawDialer(t *testing.T, data []byte) error {
 	t.Helper()
 	a, b := net.Pipe()
 	defer a.Close()
@@ -440,13 +447,7 @@ func rawListener(t *testing.T, data []byte) error {
 		a.Write(data)
 		io.Copy(io.Discard, a)
 	}()
-	cfg := testConfig("b")
-	cfg.HandshakeTimeout = time.Second
-	_, err := Server(context.Background(), b, cfg)
-	if err == nil {
-		t.Fatal("handshake succeeded")
-	}
-	return err
+	return failedHandshake(t, Server, b, testConfig("b"))
 }
 
 func TestMalformedClientHello(t *testing.T) {
@@ -482,7 +483,7 @@ func TestMalformedClientHello(t *testing.T) {
 			append(make([]byte, 65), encapsulationKey(t)...)), ErrInvalidKeyExchange},
 	}
 	for name, tc := range cases {
-		if err := rawListener(t, tc.data); !errors.Is(err, tc.want) {
+		if err := rawDialer(t, tc.data); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
 		}
 	}
