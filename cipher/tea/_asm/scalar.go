@@ -85,6 +85,20 @@ func scalarRounds(v [2]reg.GPVirtual, keys [4]Op, rounds []halfRound, decrypt bo
 	}
 }
 
+// scalarBlock runs rounds on the 64-bit block in x, split into its high and low
+// words, and returns the result joined again in a new 64-bit register.
+func scalarBlock(x reg.GPVirtual, keys [4]Op, rounds []halfRound, decrypt bool) reg.Register {
+	v := [2]reg.GPVirtual{GP32(), GP32()}
+	MOVQ(x, v[0].As64())
+	SHRQ(U8(32), v[0].As64())
+	MOVL(x.As32(), v[1])
+	scalarRounds(v, keys, rounds, decrypt)
+	e := v[0].As64()
+	SHLQ(U8(32), e)
+	ORQ(v[1].As64(), e)
+	return e
+}
+
 func keyOps(kp reg.Register) [4]Op {
 	var k [4]Op
 	for i := range k {
@@ -118,14 +132,7 @@ func genScalar() {
 		// block runs the rounds on x and stores c = E(x) ^ xp; it returns
 		// E(x) (a 64-bit register).
 		block := func() reg.Register {
-			v := [2]reg.GPVirtual{GP32(), GP32()}
-			MOVQ(x, v[0].As64())
-			SHRQ(U8(32), v[0].As64())
-			MOVL(x.As32(), v[1])
-			scalarRounds(v, keys, encRounds(), false)
-			e := v[0].As64()
-			SHLQ(U8(32), e)
-			ORQ(v[1].As64(), e)
+			e := scalarBlock(x, keys, encRounds(), false)
 			c := GP64()
 			MOVQ(e, c)
 			XORQ(xp, c) // c_i = E(x_i) ^ x_(i-1)
@@ -178,14 +185,7 @@ func genScalar() {
 		x := GP64()
 		MOVQ(c, x)
 		XORQ(xp, x)
-		v := [2]reg.GPVirtual{GP32(), GP32()}
-		MOVQ(x, v[0].As64())
-		SHRQ(U8(32), v[0].As64())
-		MOVL(x.As32(), v[1])
-		scalarRounds(v, keys, decRounds(), true)
-		e := v[0].As64()
-		SHLQ(U8(32), e)
-		ORQ(v[1].As64(), e)
+		e := scalarBlock(x, keys, decRounds(), true)
 		MOVQ(e, xp) // x_i
 		XORQ(cp, e) // p_i
 		MOVQ(c, cp)
