@@ -14,16 +14,7 @@ import (
 	"time"
 
 	"github.com/tendril-p2p/tendril/internal/testutil"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) {
-	// Most tests close net.Pipe ends whose peer is not reading: each close
-	// record would wait for it. Tests of the close record read it.
-	closeNotifyTimeout = 20 * time.Millisecond
-	closeLinger = 20 * time.Millisecond
-	goleak.VerifyTestMain(m)
-}
 
 // probeConn watches a connection from below a Conn: how many Writes and Reads
 // reach it and the longest buffer a Read passed down.
