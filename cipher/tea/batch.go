@@ -37,10 +37,19 @@ func checkBatch(op string, dsts, srcs [][]byte) {
 // be srcs[i][:0] when its capacity suffices. It panics if len(dsts) !=
 // len(srcs).
 func (c *Cipher) EncryptBatch(dsts, srcs [][]byte) {
-	c.encryptBatch("EncryptBatch", dsts, srcs, false, func(buf []byte) error {
+	checkBatch("EncryptBatch", dsts, srcs)
+	r := fillChunkPool.Get().(*[fillChunk * FillSize]byte)
+	defer fillChunkPool.Put(r)
+	for base := 0; base < len(srcs); base += fillChunk {
+		end := min(base+fillChunk, len(srcs))
+		buf := r[:(end-base)*FillSize]
 		rand.Read(buf) // never fails (Go 1.24+)
-		return nil
-	})
+		for i := base; i < end; i++ {
+			layoutAppend(dsts, srcs, i, (*[FillSize]byte)(buf[(i-base)*FillSize:]), false)
+		}
+		clear(buf)
+	}
+	c.encryptLanes(dsts, srcs)
 }
 
 // EncryptBatchWithFill is EncryptBatch with the filler bytes read from fill:
@@ -50,32 +59,21 @@ func (c *Cipher) EncryptBatch(dsts, srcs [][]byte) {
 // cut back to its original length (a plaintext being encrypted in place may
 // already have been moved).
 func (c *Cipher) EncryptBatchWithFill(dsts, srcs [][]byte, fill io.Reader) error {
-	return c.encryptBatch("EncryptBatchWithFill", dsts, srcs, true, func(buf []byte) error {
-		_, err := io.ReadFull(fill, buf)
-		return err
-	})
-}
-
-// encryptBatch is EncryptBatch with its filler bytes from fill, asked for
-// those of up to fillChunk messages at a time; keepTrailer is layout's. The
-// filler is cleared from the pooled buffer once laid out.
-func (c *Cipher) encryptBatch(op string, dsts, srcs [][]byte, keepTrailer bool, fill func(buf []byte) error) error {
-	checkBatch(op, dsts, srcs)
+	checkBatch("EncryptBatchWithFill", dsts, srcs)
 	r := fillChunkPool.Get().(*[fillChunk * FillSize]byte)
 	defer fillChunkPool.Put(r)
 	for base := 0; base < len(srcs); base += fillChunk {
 		end := min(base+fillChunk, len(srcs))
 		buf := r[:(end-base)*FillSize]
-		if err := fill(buf); err != nil {
+		if _, err := io.ReadFull(fill, buf); err != nil {
 			for i := range base {
 				dsts[i] = dsts[i][:len(dsts[i])-CiphertextLen(len(srcs[i]))]
 			}
 			return fmt.Errorf("%w: %w", ErrFill, err)
 		}
 		for i := base; i < end; i++ {
-			layoutAppend(dsts, srcs, i, (*[FillSize]byte)(buf[(i-base)*FillSize:]), keepTrailer)
+			layoutAppend(dsts, srcs, i, (*[FillSize]byte)(buf[(i-base)*FillSize:]), true)
 		}
-		clear(buf)
 	}
 	c.encryptLanes(dsts, srcs)
 	return nil
