@@ -88,7 +88,7 @@ func (s *Session) reserveOpen(ctx context.Context, name string) (chan struct{}, 
 // openAndStart opens a stream of p, negotiates it and registers it (startStream), then runs
 // what serves it; an error says why it was not registered (nil if another stream of p won).
 func (s *Session) openAndStart(ctx context.Context, p *Protocol) error {
-	st, version, err := s.openStream(ctx, p)
+	st, version, err := s.openNegotiated(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string
 	if len(p.Versions) == 1 {
 		return s.openStreamLazy(ctx, p)
 	}
-	st, version, err := s.openStream(ctx, p)
+	st, version, err := s.openNegotiated(ctx, p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -160,9 +160,9 @@ func (s *Session) openStreamLazy(ctx context.Context, p *Protocol) (net.Conn, st
 	return lc, p.Versions[0], nil
 }
 
-// openStream opens a mux stream and negotiates p on it, within NegotiationTimeout. The
+// openNegotiated opens a mux stream and negotiates p on it, within NegotiationTimeout. The
 // session's end needs no watcher here: closing the mux fails the stream's I/O.
-func (s *Session) openStream(ctx context.Context, p *Protocol) (*mux.Stream, string, error) {
+func (s *Session) openNegotiated(ctx context.Context, p *Protocol) (*mux.Stream, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.svc.cfg.NegotiationTimeout)
 	defer cancel()
 	st, err := s.openMuxStream(ctx, p)
