@@ -44,7 +44,8 @@ const (
 	turnBulkFrame = 16 << 10
 )
 
-// turn is the state of the read turn; mu guards it.
+// turn is the state of the read turn; mu guards it. A stream's mu may be taken while
+// turn.mu is held (mayLeave), never turn.mu while a stream's mu is.
 type turn struct {
 	mu      sync.Mutex
 	held    bool    // a goroutine is reading frames
@@ -266,11 +267,22 @@ func (s *Session) wakeHolder(st *Stream) {
 // mayLeave reports whether recvLoop, having just handed small data to got, gives the turn
 // up: when got's Read is the only goroutine waiting for frames (it reads the next frames
 // itself when it comes back for them). It releases the turn if so.
+//
+// The waiting Read must be the one the data wakes. A woken Read takes turn.mu before it
+// takes the data, so while the data is still buffered it has not come back; once the
+// buffer is empty, the Read waiting may be its caller's next one, which found nothing to
+// read, and a turn left free would leave it waiting for the idle timer.
 func (s *Session) mayLeave(got *Stream) bool {
 	t := &s.turn
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.direct || t.closed || t.waiters != 1 || !got.waitingRead {
+		return false
+	}
+	got.mu.Lock()
+	unread := got.buf.Len() > 0
+	got.mu.Unlock()
+	if !unread {
 		return false
 	}
 	s.releaseTurnLocked(false, 1)

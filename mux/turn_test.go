@@ -31,11 +31,25 @@ func holderPair(t *testing.T, newPair func() (net.Conn, net.Conn)) (*Session, *S
 	if _, err := io.ReadFull(acc, make([]byte, 2)); err != nil {
 		t.Fatal(err)
 	}
-	handOver(t, c, st, func() error {
-		_, err := acc.Write([]byte("!"))
-		return err
-	})
+	// The frame reader hands the turn over only when the Read it answered has not come back
+	// yet (mayLeave); under load it may have, and the frame reader then keeps the turn.
+	for i := 0; !turnFree(c); i++ {
+		if i == 100 {
+			t.Fatal("the frame reader never handed the read turn over")
+		}
+		handOver(t, c, st, func() error {
+			_, err := acc.Write([]byte("!"))
+			return err
+		})
+	}
 	return c, st, s, acc
+}
+
+// turnFree reports whether nobody holds c's read turn.
+func turnFree(c *Session) bool {
+	c.turn.mu.Lock()
+	defer c.turn.mu.Unlock()
+	return !c.turn.held
 }
 
 // handWrittenPeer returns a client session over net.Pipe whose peer the test writes by
