@@ -271,9 +271,9 @@ type lanes struct {
 }
 
 // laneChain returns lane j's chaining values from the kernels' state: the
-// previous ciphertext block c and the previous plaintext block x, each kept as
-// a high and a low word in separate rows so that a vector register holds one
-// row of all 16 lanes.
+// previous ciphertext block c and the previous block x that went into the
+// cipher (plaintext XOR the ciphertext before it), each kept as a high and a
+// low word in separate 16-word rows, one row of all 16 lanes to a vector.
 func laneChain(state *[64]uint32, j int) (c, x uint64) {
 	c = uint64(state[j])<<32 | uint64(state[16+j])
 	x = uint64(state[32+j])<<32 | uint64(state[48+j])
@@ -383,8 +383,8 @@ func lanesGo(k *[4]uint32, ins, outs *[16]*byte, strides *[16]uint64, state *[64
 	}
 }
 
-// encryptLaneBlock encrypts one block of a lane's chain: c and x are the
-// previous ciphertext block and the previous whitened plaintext block.
+// encryptLaneBlock encrypts one block of a lane's chain, with the chaining
+// values laneChain describes, and returns the next ones.
 func encryptLaneBlock(k *[4]uint32, in, out []byte, cprev, xprev uint64) (c, x uint64) {
 	var blk [BlockSize]byte
 	x = binary.BigEndian.Uint64(in) ^ cprev
