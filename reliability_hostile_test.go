@@ -382,9 +382,11 @@ func TestHostileStreams(t *testing.T) {
 			t.Fatalf("heap grew by %d MiB", grown>>20)
 		}
 		// Every stream the server accepted times out in negotiation (or was reset by a
-		// limit), and its goroutines end.
-		log.waitCount(t, "negotiation timeouts", 1, func(e Event) bool {
-			return e.Type == EventNegotiationFailed && errors.Is(e.Err, protocol.ErrNegotiationTimeout)
+		// limit), or the session is closed for the streams it kept opening beyond the
+		// limits, and its goroutines end.
+		log.waitCount(t, "negotiation timeouts or the session closed as misbehaving", 1, func(e Event) bool {
+			return e.Type == EventNegotiationFailed && errors.Is(e.Err, protocol.ErrNegotiationTimeout) ||
+				e.Type == EventSessionClosed && errors.Is(e.Err, mux.ErrPeerMisbehaving)
 		})
 		waitGoroutines(t, g0+40)
 	})

@@ -54,10 +54,22 @@ type Config struct {
 	// reset it, or this side closed it with Close.
 	MaxStreams int
 
-	// AcceptBacklog caps the inbound streams waiting for AcceptStream (more are reset) and
-	// the outbound streams not yet acknowledged by the peer (OpenStream waits beyond it).
-	// Default 64.
+	// AcceptBacklog caps the inbound streams waiting for AcceptStream or for a Serve
+	// handler (more are reset) and the outbound streams not yet acknowledged by the peer
+	// (OpenStream waits beyond it). Default 64.
 	AcceptBacklog int
+
+	// ServeConcurrency caps the Serve handlers running at once; streams beyond it wait in
+	// the accept backlog, unacknowledged (see Serve). Default: MaxStreams (1024).
+	ServeConcurrency int
+
+	// UselessFrames is how many frames per second the peer may send that make this side
+	// work for nothing: streams opened and reset before this side acknowledged them (the
+	// rapid reset attack), streams opened beyond MaxStreams or the backlog, frames for
+	// streams never opened, empty frames without flags. Bursts of ten seconds' worth pass;
+	// beyond that the session is closed with ErrPeerMisbehaving. Default 100; negative:
+	// no limit.
+	UselessFrames int
 
 	// KeepAliveInterval is the period of keepalive pings; a ping unanswered within
 	// ConnectionWriteTimeout closes the session with ErrKeepAliveTimeout. The session runs
@@ -87,6 +99,8 @@ func DefaultConfig() *Config {
 		MaxSessionMemory:       64 << 20,
 		MaxStreams:             1024,
 		AcceptBacklog:          64,
+		ServeConcurrency:       1024,
+		UselessFrames:          100,
 		KeepAliveInterval:      30 * time.Second,
 		ConnectionWriteTimeout: 10 * time.Second,
 		StreamOpenTimeout:      30 * time.Second,
@@ -111,6 +125,8 @@ func (c *Config) withDefaults() (*Config, error) {
 	out.MaxSessionMemory = cmp.Or(out.MaxSessionMemory, d.MaxSessionMemory)
 	out.MaxStreams = cmp.Or(out.MaxStreams, d.MaxStreams)
 	out.AcceptBacklog = cmp.Or(out.AcceptBacklog, d.AcceptBacklog)
+	out.ServeConcurrency = cmp.Or(out.ServeConcurrency, out.MaxStreams)
+	out.UselessFrames = cmp.Or(out.UselessFrames, d.UselessFrames)
 	out.KeepAliveInterval = cmp.Or(out.KeepAliveInterval, d.KeepAliveInterval)
 	out.ConnectionWriteTimeout = cmp.Or(out.ConnectionWriteTimeout, d.ConnectionWriteTimeout)
 	out.StreamOpenTimeout = cmp.Or(out.StreamOpenTimeout, d.StreamOpenTimeout)
@@ -125,6 +141,8 @@ func (c *Config) withDefaults() (*Config, error) {
 		return nil, fmt.Errorf("%w: negative MaxStreams", ErrInvalidConfig)
 	case out.AcceptBacklog < 0:
 		return nil, fmt.Errorf("%w: negative AcceptBacklog", ErrInvalidConfig)
+	case out.ServeConcurrency < 0:
+		return nil, fmt.Errorf("%w: negative ServeConcurrency", ErrInvalidConfig)
 	case out.ConnectionWriteTimeout < 0:
 		return nil, fmt.Errorf("%w: negative ConnectionWriteTimeout", ErrInvalidConfig)
 	}

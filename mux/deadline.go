@@ -78,6 +78,13 @@ func (d *deadline) wait() <-chan struct{} {
 	return d.ch
 }
 
+// armed reports whether a deadline is set (pending or passed).
+func (d *deadline) armed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.timer != nil || d.passed
+}
+
 // stop releases the timer.
 func (d *deadline) stop() {
 	d.mu.Lock()

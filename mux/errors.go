@@ -14,8 +14,10 @@ var (
 	// session stays usable.
 	ErrTooManyStreams = errors.New("mux: too many streams")
 
-	// ErrMemoryBudget means a stream's initial window could not be reserved from the
-	// session's or the shared memory budget (see Budget). The session stays usable.
+	// ErrMemoryBudget means data that arrived on a stream did not fit the session's or the
+	// shared memory budget (see Budget): the stream is reset, and its reads and writes fail
+	// with an error matching both ErrStreamReset and ErrMemoryBudget. The session stays
+	// usable.
 	ErrMemoryBudget = errors.New("mux: memory budget exhausted")
 
 	// ErrStreamReset means the stream was reset, by Reset on either side, or by the peer
@@ -34,6 +36,12 @@ var (
 
 	// ErrProtocol means the peer violated the yamux protocol; the session is closed.
 	ErrProtocol = errors.New("mux: protocol error")
+
+	// ErrPeerMisbehaving means the peer sent more useless frames than
+	// Config.UselessFrames allows (streams opened and reset at once, streams opened beyond
+	// the limits, frames for streams that do not exist, empty frames); the session is
+	// closed.
+	ErrPeerMisbehaving = errors.New("mux: peer misbehaving")
 
 	// ErrInvalidConfig is returned by Config.Validate, Client and Server for an invalid
 	// configuration.
@@ -89,3 +97,12 @@ func (e *goAwayError) Error() string {
 // Is makes a go-away for a protocol error match ErrProtocol: the peer saw this side break
 // the protocol.
 func (e *goAwayError) Is(target error) bool { return target == ErrProtocol && e.code == goAwayProtocol }
+
+// resetError is a stream reset with its cause: it matches ErrStreamReset and the cause.
+type resetError struct{ cause error }
+
+func (e *resetError) Error() string   { return ErrStreamReset.Error() + ": " + e.cause.Error() }
+func (e *resetError) Unwrap() []error { return []error{ErrStreamReset, e.cause} }
+
+// errOverBudget is the reset of a stream whose arriving data did not fit the memory budget.
+var errOverBudget error = &resetError{ErrMemoryBudget}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,4 +140,89 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 func sha256Sum(b []byte) []byte {
 	s := sha256.Sum256(b)
 	return s[:]
+}
+
+// framePeer plays the client side of a server session by hand over loopback TCP: the test
+// writes the frames, and what the server sends is read (unless the peer was made with read
+// false) and its resets recorded.
+type framePeer struct {
+	net.Conn
+	mu     sync.Mutex
+	resets map[uint32]bool
+}
+
+// newFramePeer starts a server session with cfg and returns it with the peer playing its
+// client.
+func newFramePeer(t *testing.T, cfg *Config, read bool) (*Session, *framePeer) {
+	t.Helper()
+	a, b := testutil.TCPPair(t)
+	s, err := Server(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	p := &framePeer{Conn: a, resets: make(map[uint32]bool)}
+	if read {
+		go p.readFrames()
+	}
+	return s, p
+}
+
+func (p *framePeer) readFrames() {
+	var h header
+	for {
+		if _, err := io.ReadFull(p.Conn, h[:]); err != nil {
+			return
+		}
+		if h.typ() == typeData {
+			if _, err := io.CopyN(io.Discard, p.Conn, int64(h.length())); err != nil {
+				return
+			}
+		}
+		if h.flags()&flagRST != 0 {
+			p.mu.Lock()
+			p.resets[h.streamID()] = true
+			p.mu.Unlock()
+		}
+	}
+}
+
+func (p *framePeer) wasReset(id uint32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.resets[id]
+}
+
+// send writes frames, failing the test on error.
+func (p *framePeer) send(t *testing.T, frames ...[]byte) {
+	t.Helper()
+	if _, err := p.Write(bytes.Join(frames, nil)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closedWith waits for s to close and returns the cause AcceptStream reports.
+func closedWith(t *testing.T, s *Session) error {
+	t.Helper()
+	select {
+	case <-s.CloseChan():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the session is still open")
+	}
+	_, err := s.AcceptStream(context.Background())
+	return err
+}
+
+// atomicMax counts up and down (add) and keeps the largest value it was shown (see).
+type atomicMax struct{ n, m atomic.Int64 }
+
+func (a *atomicMax) add(d int64) int64 { return a.n.Add(d) }
+func (a *atomicMax) load() int64       { return a.m.Load() }
+func (a *atomicMax) see(v int64) {
+	for {
+		old := a.m.Load()
+		if v <= old || a.m.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }

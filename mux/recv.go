@@ -3,7 +3,9 @@ package mux
 import (
 	"errors"
 	"io"
+	"math"
 	"net"
+	"time"
 )
 
 // recvLoop is the session's frame reader: it reads frames while it holds the read turn
@@ -29,9 +31,12 @@ func (s *Session) recvLoop() {
 
 // readFailed closes the session after reading failed with err.
 func (s *Session) readFailed(err error) {
-	var perr *protocolError
+	var (
+		perr *protocolError
+		merr *misbehavingError
+	)
 	switch {
-	case errors.As(err, &perr):
+	case errors.As(err, &perr), errors.As(err, &merr):
 		s.log.Warn("mux: closing session: peer broke the protocol", "err", err, "remote", s.conn.RemoteAddr())
 	case errors.Is(err, net.ErrClosed) && s.IsClosed():
 		err = nil // our own Close
@@ -119,24 +124,32 @@ func (s *Session) onGoAway(h *header) error {
 // data, if any, and the data's length.
 func (s *Session) onStreamFrame(h *header) (*Stream, uint32, error) {
 	id, flags, length := h.streamID(), h.flags(), h.length()
+	isData := h.typ() == typeData
 	var st *Stream
-	if flags&flagSYN != 0 {
+	switch {
+	case flags&(flagSYN|flagRST) == flagSYN|flagRST:
+		// Opened and reset at once: nothing to serve, only work to do.
+		if err := s.useless.add(time.Now(), "streams opened and reset at once"); err != nil {
+			return nil, 0, err
+		}
+		return s.dropFrame(isData, length)
+	case flags&flagSYN != 0:
 		var err error
 		if st, err = s.incoming(id); err != nil {
 			return nil, 0, err
 		}
-	} else {
+	default:
 		s.mu.Lock()
 		st = s.streams[id]
 		s.mu.Unlock()
 	}
-	isData := h.typ() == typeData
 	if st == nil {
-		// Refused, or already ended here (reset, closed): its data is read and dropped.
-		if isData {
-			return s.startBody(nil, length, 0)
+		return s.noStream(id, flags, isData, length)
+	}
+	if flags&(flagSYN|flagACK|flagFIN|flagRST) == 0 && length == 0 {
+		if err := s.useless.add(time.Now(), "empty frames"); err != nil {
+			return nil, 0, err
 		}
-		return nil, 0, nil
 	}
 	st.mu.Lock()
 	if flags&flagACK != 0 && !st.inbound && !st.acked {
@@ -149,15 +162,29 @@ func (s *Session) onStreamFrame(h *header) (*Stream, uint32, error) {
 		s.mu.Unlock()
 	}
 	if flags&flagRST != 0 {
+		// A stream the peer opened and reset before this side acknowledged it cost this
+		// side its work for nothing (the rapid reset attack); a later reset is a peer
+		// giving up on a request, which is normal.
+		early := st.inbound && st.ackPending
 		st.remoteResetLocked()
 		st.mu.Unlock()
 		st.wake()
-		if isData {
-			return s.startBody(nil, length, 0)
+		if early {
+			if err := s.useless.add(time.Now(), "streams reset before they were answered"); err != nil {
+				return nil, 0, err
+			}
 		}
-		return nil, 0, nil
+		return s.dropFrame(isData, length)
+	}
+	if st.finRecv && (flags&flagFIN != 0 || (isData && length > 0)) {
+		st.mu.Unlock()
+		return nil, 0, &protocolError{"data or FIN after FIN"}
 	}
 	if !isData {
+		if uint64(st.sendWindow)+uint64(length) > math.MaxUint32 {
+			st.mu.Unlock()
+			return nil, 0, &protocolError{"send window overflow"}
+		}
 		st.sendWindow += length
 		fin := s.finLocked(st, flags)
 		st.mu.Unlock()
@@ -173,6 +200,39 @@ func (s *Session) onStreamFrame(h *header) (*Stream, uint32, error) {
 	st.recvCredit -= length
 	st.mu.Unlock()
 	return s.startBody(st, length, flags)
+}
+
+// noStream handles a frame for a stream that is not in the table: one this side refused
+// or that has ended here (the peer may not know yet: its frames are dropped), or one that
+// was never opened, which gets a reset. Frames for streams never opened, and empty frames
+// without flags, are useless frames; the rest can come from a peer following the protocol
+// (its acknowledgement, window update, end or reset of a stream this side closed).
+func (s *Session) noStream(id uint32, flags uint16, isData bool, length uint32) (*Stream, uint32, error) {
+	s.mu.Lock()
+	var opened bool
+	if (id%2 == 1) == s.client {
+		opened = id < s.nextID // ours
+	} else {
+		opened = id <= s.maxRemoteID
+	}
+	s.mu.Unlock()
+	if !opened && flags&flagRST == 0 {
+		s.queueReset(id)
+	}
+	if !opened || (length == 0 && flags == 0) {
+		if err := s.useless.add(time.Now(), "frames for streams that do not exist"); err != nil {
+			return nil, 0, err
+		}
+	}
+	return s.dropFrame(isData, length)
+}
+
+// dropFrame reads and drops the body of a data frame.
+func (s *Session) dropFrame(isData bool, length uint32) (*Stream, uint32, error) {
+	if isData {
+		return s.startBody(nil, length, 0)
+	}
+	return nil, 0, nil
 }
 
 // body is the part of a data frame's body not read yet. A holder of the read turn woken in
@@ -245,6 +305,14 @@ func (s *Session) readData(st *Stream) error {
 			st.mu.Lock()
 			return err
 		}
+		if g := st.buf.growth(int(b.left)); g > 0 && !st.coverLocked(int64(st.buf.held+g)) {
+			st.overBudgetLocked()
+			st.mu.Unlock()
+			st.wake()
+			err := s.discard()
+			st.mu.Lock()
+			return err
+		}
 		sp := st.buf.space(int(b.left))
 		st.mu.Unlock()
 		k, err := io.ReadFull(s.conn, sp)
@@ -275,8 +343,9 @@ func (s *Session) discard() error {
 	return err
 }
 
-// incoming admits a stream the peer opens, or refuses it with a reset (nil stream). Only
-// a broken protocol is an error: a duplicate ID, or an ID of the wrong parity.
+// incoming admits a stream the peer opens, or refuses it with a reset (nil stream). A
+// broken protocol is an error (a duplicate ID, or an ID of the wrong parity), and so is a
+// peer that keeps opening streams it is refused (ErrPeerMisbehaving).
 func (s *Session) incoming(id uint32) (*Stream, error) {
 	if id == 0 || (id%2 == 1) == s.client {
 		return nil, &protocolError{"stream ID of the wrong side"}
@@ -286,31 +355,33 @@ func (s *Session) incoming(id uint32) (*Stream, error) {
 		s.mu.Unlock()
 		return nil, &protocolError{"duplicate stream ID"}
 	}
-	if s.closed || s.localGoAway || len(s.streams) >= s.cfg.MaxStreams ||
-		(s.handle == nil && len(s.acceptQ) >= s.cfg.AcceptBacklog) {
+	s.maxRemoteID = max(s.maxRemoteID, id)
+	if s.closed || s.localGoAway || s.live >= s.cfg.MaxStreams ||
+		(len(s.acceptQ) >= s.cfg.AcceptBacklog && (s.handle == nil || s.serving >= s.cfg.ServeConcurrency)) {
 		s.mu.Unlock()
 		s.queueReset(id)
-		return nil, nil
+		return nil, s.useless.add(time.Now(), "streams refused")
 	}
-	charge := streamCharge(InitialStreamWindow)
-	if !s.budget.reserve(charge) {
-		s.mu.Unlock()
-		s.log.Debug("mux: refusing a stream: memory budget exhausted", "budget", s.budget.String())
-		s.queueReset(id)
-		return nil, nil
-	}
-	st := newStream(s, id, true, charge)
+	st := newStream(s, id, true)
 	s.streams[id] = st
-	s.holding[st] = struct{}{}
+	s.live++
 	handle := s.handle
-	if handle == nil {
+	start := false
+	if handle != nil {
+		st.serving = true
+		if start = s.serving < s.cfg.ServeConcurrency; start {
+			s.serving++
+		}
+	}
+	if !start {
 		s.acceptQ = append(s.acceptQ, st)
 	}
 	s.mu.Unlock()
-	if handle != nil {
+	switch {
+	case start:
 		s.accepted(st)
-		go handle(st)
-	} else {
+		go s.serve(handle, st)
+	case handle == nil:
 		notify(s.acceptWake)
 	}
 	return st, nil

@@ -14,16 +14,26 @@ var chunkClasses = [...]int{512, 2 << 10, chunkSize}
 
 var chunkPools [len(chunkClasses)]sync.Pool
 
-func getChunk(want int) []byte {
-	for i, size := range chunkClasses {
-		if want <= size || i == len(chunkClasses)-1 {
-			if c, ok := chunkPools[i].Get().(*[]byte); ok {
-				return (*c)[:size]
-			}
-			return make([]byte, size)
+// chunkClass returns the size of the chunk getChunk(want) returns.
+func chunkClass(want int) int {
+	for _, size := range chunkClasses {
+		if want <= size {
+			return size
 		}
 	}
-	panic("unreachable")
+	return chunkSize
+}
+
+func getChunk(want int) []byte {
+	size := chunkClass(want)
+	for i, c := range chunkClasses {
+		if c == size {
+			if p, ok := chunkPools[i].Get().(*[]byte); ok {
+				return (*p)[:size]
+			}
+		}
+	}
+	return make([]byte, size)
 }
 
 func putChunk(c []byte) {
@@ -49,6 +59,7 @@ type recvBuf struct {
 	head    int  // read offset in chunks[0]
 	tail    int  // write offset in chunks[len-1]
 	n       int  // bytes held
+	held    int  // the chunks' size in all: what the budget is charged for
 	filling bool // the receive goroutine is reading into the last chunk
 	dropped bool // free was called during a fill: free once it ends
 }
@@ -56,11 +67,22 @@ type recvBuf struct {
 // Len returns the bytes held.
 func (b *recvBuf) Len() int { return b.n }
 
+// growth returns the bytes of the chunk that space(max) would add (0 if the last chunk has
+// room), so that the caller can reserve them first.
+func (b *recvBuf) growth(max int) int {
+	if len(b.chunks) == 0 || b.tail == len(b.chunks[len(b.chunks)-1]) {
+		return chunkClass(max)
+	}
+	return 0
+}
+
 // space returns the free part of the last chunk, adding a chunk if there is none, at most
 // max bytes, and marks a fill in progress; commit ends it.
 func (b *recvBuf) space(max int) []byte {
 	if len(b.chunks) == 0 || b.tail == len(b.chunks[len(b.chunks)-1]) {
-		b.chunks = append(b.chunks, getChunk(max))
+		c := getChunk(max)
+		b.chunks = append(b.chunks, c)
+		b.held += len(c)
 		b.tail = 0
 	}
 	b.filling = true
@@ -95,6 +117,7 @@ func (b *recvBuf) Read(p []byte) int {
 		total += k
 		p = p[k:]
 		if b.head == end && len(b.chunks) > 1 {
+			b.held -= len(c)
 			putChunk(c)
 			b.chunks[0] = nil
 			b.chunks = b.chunks[1:]
@@ -117,6 +140,7 @@ func (b *recvBuf) free() {
 			b.chunks[i] = nil
 		}
 		b.chunks = b.chunks[last:]
+		b.held = len(b.chunks[0])
 		b.head, b.n, b.dropped = b.tail, 0, true
 		return
 	}
@@ -124,5 +148,5 @@ func (b *recvBuf) free() {
 		putChunk(c)
 		b.chunks[i] = nil
 	}
-	b.chunks, b.head, b.tail, b.n = nil, 0, 0, 0
+	b.chunks, b.head, b.tail, b.n, b.held = nil, 0, 0, 0, 0
 }

@@ -55,16 +55,24 @@ func (w *writer) stop() {
 var writeBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // queueStream schedules st's control frame (window update, flags); urgent ones are
-// written at once, the others ride with the next frame or leave after lazyDelay.
+// written at once, the others ride with the next frame or leave after lazyDelay. A stream
+// is queued once however often it asks (its frame says everything due when it is
+// written), so the queue never holds more than the streams counted against MaxStreams.
 func (s *Session) queueStream(st *Stream, urgent bool) {
-	w := &s.w
-	w.mu.Lock()
-	if w.stopped {
+	st.mu.Lock()
+	already := st.queued
+	st.queued = true
+	st.mu.Unlock()
+	if !already {
+		w := &s.w
+		w.mu.Lock()
+		if w.stopped {
+			w.mu.Unlock()
+			return
+		}
+		w.streams = append(w.streams, st)
 		w.mu.Unlock()
-		return
 	}
-	w.streams = append(w.streams, st)
-	w.mu.Unlock()
 	s.kick(urgent)
 }
 
@@ -289,6 +297,9 @@ func (s *Session) writeStream(st *Stream, p []byte) (int, error) {
 		b = append(b, body...)
 		flags = 0
 	}
+	if st.wdl.armed() {
+		return n, s.writeBounded(st, buf, b)
+	}
 	err = s.writeLocked(b)
 	*buf = b
 	writeBufs.Put(buf)
@@ -297,6 +308,43 @@ func (s *Session) writeStream(st *Stream, p []byte) (int, error) {
 		return 0, ErrSessionClosed
 	}
 	return n, nil
+}
+
+// writeBounded writes b (in buf) as writeStream does, but returns by st's write deadline
+// even if the connection's write blocks (the peer stopped reading): the write goes on from
+// a goroutine of its own, which holds sem until it is done, and the caller gets ErrTimeout.
+// Its data is committed then: it goes out unless the connection fails, which
+// ConnectionWriteTimeout bounds. Only writes with a deadline pay for the goroutine.
+func (s *Session) writeBounded(st *Stream, buf *[]byte, b []byte) error {
+	w := &s.w
+	write := func() error {
+		err := s.writeLocked(b)
+		*buf = b
+		writeBufs.Put(buf)
+		s.unlockWriter()
+		if err != nil {
+			return ErrSessionClosed
+		}
+		return nil
+	}
+	w.mu.Lock()
+	if w.stopped { // closing: Close may be waiting for the session's goroutines already
+		w.mu.Unlock()
+		return write()
+	}
+	s.wg.Add(1)
+	w.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		defer s.wg.Done()
+		done <- write()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-st.wdl.wait():
+		return ErrTimeout
+	}
 }
 
 // writeLocked writes b to the connection; the caller holds sem. A failure is sticky and

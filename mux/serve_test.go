@@ -316,3 +316,44 @@ func TestServeAfterGoAway(t *testing.T) {
 // ignoreFrameReader: a session's frame reader may have ended and started again (turn.go),
 // so it is not in the baseline of goroutines.
 var ignoreFrameReader = goleak.IgnoreAnyFunction("github.com/tendril-p2p/tendril/mux.(*Session).recvLoop")
+
+// TestServeConcurrency: at most ServeConcurrency handlers run at once; the streams beyond
+// wait, unacknowledged, and are served as handlers return.
+func TestServeConcurrency(t *testing.T) {
+	a, b := net.Pipe()
+	c, s := sessionPair(t, a, b, nil, &Config{ServeConcurrency: 2})
+	release := make(chan struct{})
+	var running, most atomicMax
+	var served sync.WaitGroup
+	served.Add(5)
+	s.Serve(func(st *Stream) {
+		defer served.Done()
+		most.see(running.add(1))
+		<-release
+		running.add(-1)
+		st.Close()
+	}, nil)
+	for range 5 {
+		st, err := c.OpenStream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+	}
+	waitFor(t, "two handlers running", func() bool { return running.add(0) == 2 })
+	time.Sleep(20 * time.Millisecond) // more than lazyDelay: acknowledgements would be out
+	c.mu.Lock()
+	unacked := c.unacked
+	c.mu.Unlock()
+	if unacked != 3 {
+		t.Fatalf("the opener has %d streams unacknowledged, want the 3 waiting for a handler", unacked)
+	}
+	close(release)
+	served.Wait()
+	if m := most.load(); m != 2 {
+		t.Fatalf("%d handlers ran at once, want 2", m)
+	}
+}

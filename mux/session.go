@@ -28,11 +28,13 @@ type Session struct {
 	ended  chan struct{} // closed when shutdown has released everything
 
 	w    writer
-	turn turn         // who reads the connection (turn.go)
-	hdr  header       // the frame header being read, by the holder of the turn
-	hn   int          // bytes of hdr read so far
-	body body         // the body being read, by the holder of the turn (recv.go)
-	rtt  atomic.Int64 // smoothed round-trip time in ns; 0 until measured
+	turn turn   // who reads the connection (turn.go)
+	hdr  header // the frame header being read, by the holder of the turn
+	hn   int    // bytes of hdr read so far
+	body body   // the body being read, by the holder of the turn (recv.go)
+	// useless meters the peer's useless frames (useless.go), by the holder of the turn.
+	useless uselessMeter
+	rtt     atomic.Int64 // smoothed round-trip time in ns; 0 until measured
 
 	pmu     sync.Mutex
 	ping    *pingState // the ping in flight, if any
@@ -40,7 +42,10 @@ type Session struct {
 
 	mu           sync.Mutex
 	streams      map[uint32]*Stream
-	holding      map[*Stream]struct{} // streams holding a reservation, in the table or not
+	holding      map[*Stream]struct{} // streams out of the table that hold a reservation
+	live         int                  // streams counted against MaxStreams (Stream.retired)
+	serving      int                  // Serve handlers running (at most ServeConcurrency)
+	maxRemoteID  uint32               // the highest stream ID the peer has opened
 	nextID       uint32
 	unacked      int           // outbound streams the peer has not acknowledged
 	ackWake      chan struct{} // closed when unacked drops
@@ -92,6 +97,7 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 		holding:    make(map[*Stream]struct{}),
 		ackWake:    make(chan struct{}),
 		acceptWake: make(chan struct{}, 1),
+		useless:    newUselessMeter(c.UselessFrames),
 	}
 	s.w.init()
 	if client {
@@ -109,9 +115,9 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 }
 
 // OpenStream opens a new stream. It returns ErrTooManyStreams if the session already has
-// Config.MaxStreams streams, ErrMemoryBudget if the stream's initial window does not fit
-// the memory budget, ErrSessionClosed once the session is closed, ErrRemoteGoAway after
-// the peer's GoAway, and ctx.Err() if ctx is done before the stream is opened.
+// Config.MaxStreams streams, ErrSessionClosed once the session is closed, ErrRemoteGoAway
+// after the peer's GoAway, and ctx.Err() if ctx is done before the stream is opened. A
+// stream reserves memory only for what it buffers (see Budget): opening one costs none.
 //
 // OpenStream does not wait for the peer: the stream is announced with its first frame (its
 // first data, usually, so that opening a stream and sending a request is one frame), or
@@ -132,7 +138,7 @@ func (s *Session) OpenStream(ctx context.Context) (*Stream, error) {
 		case s.remoteGoAway:
 			s.mu.Unlock()
 			return nil, ErrRemoteGoAway
-		case len(s.streams) >= s.cfg.MaxStreams:
+		case s.live >= s.cfg.MaxStreams:
 			s.mu.Unlock()
 			return nil, ErrTooManyStreams
 		case s.nextID >= math.MaxUint32-1:
@@ -155,15 +161,10 @@ func (s *Session) OpenStream(ctx context.Context) (*Stream, error) {
 		s.expected()
 		s.mu.Lock()
 	}
-	charge := streamCharge(InitialStreamWindow)
-	if !s.budget.reserve(charge) {
-		s.mu.Unlock()
-		return nil, ErrMemoryBudget
-	}
-	st := newStream(s, s.nextID, false, charge)
+	st := newStream(s, s.nextID, false)
 	s.nextID += 2
 	s.streams[st.id] = st
-	s.holding[st] = struct{}{}
+	s.live++
 	s.unacked++
 	s.mu.Unlock()
 	return st, nil
@@ -215,7 +216,7 @@ func (s *Session) accepted(st *Stream) {
 	s.queueStream(st, false)
 }
 
-// removeLocked takes a stream out of the table; st.mu is held.
+// removeLocked takes a stream out of the table: it has ended. st.mu is held.
 func (s *Session) removeLocked(st *Stream) {
 	if st.removed {
 		return
@@ -224,6 +225,7 @@ func (s *Session) removeLocked(st *Stream) {
 	if st.openTimer != nil {
 		st.openTimer.Stop()
 	}
+	st.releaseIfDoneLocked()
 	s.mu.Lock()
 	if s.streams[st.id] == st {
 		delete(s.streams, st.id)
@@ -232,8 +234,12 @@ func (s *Session) removeLocked(st *Stream) {
 		st.acked = true
 		s.ackedLocked()
 	}
+	if st.reserved > 0 {
+		s.holding[st] = struct{}{} // unread data: shutdown must find it
+	}
 	s.mu.Unlock()
-	st.releaseIfDoneLocked()
+	st.retireLocked()
+	st.endedLocked()
 }
 
 // ackedLocked counts one outbound stream acknowledged (or gone); s.mu is held.
@@ -300,7 +306,14 @@ func (s *Session) shutdown(err error) {
 	s.mu.Unlock()
 	s.stopTurn()
 	s.w.stop()
-	_ = s.conn.Close()
+	// Closing the connection may take a while (a secure connection writes out what it has
+	// queued and lingers for the peer's close): never on the goroutine that found the
+	// session failing, which may be a Read or Write bound by a deadline. Close waits for it.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.conn.Close()
+	}()
 	for _, st := range streams {
 		st.mu.Lock()
 		st.removeFromClosedLocked()
@@ -325,6 +338,7 @@ func (st *Stream) removeFromClosedLocked() {
 	if st.reserved > 0 {
 		st.releaseLocked()
 	}
+	st.endedLocked()
 }
 
 // CloseChan returns a channel closed when the session closes, for whatever reason (Close,
@@ -341,12 +355,13 @@ func (s *Session) IsClosed() bool {
 	}
 }
 
-// NumStreams returns the number of streams alive in the session, inbound (including those
-// not yet accepted) and outbound: the number counted against Config.MaxStreams.
+// NumStreams returns the number of streams counted against Config.MaxStreams: those alive
+// in the session, inbound (including those not yet accepted) and outbound, and those that
+// ended but still have a Serve handler or a frame waiting to be sent.
 func (s *Session) NumStreams() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.streams)
+	return s.live
 }
 
 // MemoryUsed returns the bytes the session has reserved from its memory budget: the

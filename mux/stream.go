@@ -49,10 +49,23 @@ type Stream struct {
 	consumed   uint32    // bytes read and not yet granted back
 	epoch      time.Time // start of the half window being read (window growth)
 	epochRead  uint32    // bytes read since epoch
-	reserved   int64     // budget held for this stream
+	// What the stream holds of the budget: at least its buffered chunks (buf.held), and at
+	// least floor, which is 0 until the window grows and then the whole window (see Budget).
+	reserved int64
+	floor    int64
 
 	// Send side.
 	sendWindow uint32
+
+	// What keeps the stream counted against MaxStreams (its slot): being in the session's
+	// table, a Serve handler owning it, or a control frame of it waiting in the writer's
+	// queue. A stream is retired, and its slot free, once none of the three holds, so that
+	// streams the peer opens and resets at once still count while this side works on them.
+	serving bool // Serve owns it: its handler runs, or it waits for one
+	queued  bool // in the writer's control queue (queueStream)
+	retired bool
+
+	afterEnd []*endHook // AfterEnd's functions, run once when the stream ends
 
 	waitingRead bool // a Read waits on readCh (guarded by the session's turn.mu)
 }
@@ -62,13 +75,13 @@ var _ net.Conn = (*Stream)(nil)
 // aLongTimeAgo is a deadline in the past, used to wake blocked calls.
 var aLongTimeAgo = time.Unix(1, 0)
 
-func newStream(s *Session, id uint32, inbound bool, reserved int64) *Stream {
+func newStream(s *Session, id uint32, inbound bool) *Stream {
 	st := &Stream{
 		s: s, id: id, inbound: inbound,
 		readCh: make(chan struct{}, 1), writeCh: make(chan struct{}, 1),
 		synPending: !inbound, ackPending: inbound,
 		recvWindow: InitialStreamWindow, recvCredit: InitialStreamWindow,
-		sendWindow: InitialStreamWindow, epoch: time.Now(), reserved: reserved,
+		sendWindow: InitialStreamWindow, epoch: time.Now(),
 	}
 	st.rdl.owner, st.wdl.owner = st, st
 	return st
@@ -114,7 +127,7 @@ func (st *Stream) Read(p []byte) (int, error) {
 			}
 			n := st.buf.Read(p)
 			grant := st.consumedLocked(n)
-			st.releaseIfDoneLocked()
+			st.trimLocked()
 			st.mu.Unlock()
 			if grant {
 				if st.s.RTT() == 0 {
@@ -190,10 +203,15 @@ func (st *Stream) consumedLocked(n int) bool {
 		now := time.Now()
 		s := st.s
 		if rtt := s.RTT(); rtt > 0 && st.recvWindow < s.cfg.MaxStreamWindow && now.Sub(st.epoch) < rtt*3/2 {
+			// A stream whose window grows is moving bulk data: from now on its whole
+			// window is reserved (its floor), so that it is never refused halfway.
 			want := min(st.recvWindow, s.cfg.MaxStreamWindow-st.recvWindow)
-			if grow := uint32(s.budget.reserveUpTo(int64(want), minWindowGrowth)); grow > 0 {
-				st.reserved += int64(grow)
+			backing := max(int64(st.recvWindow)+chunkSize-st.reserved, 0)
+			if got := s.budget.reserveUpTo(backing+int64(want), backing+minWindowGrowth); got > 0 {
+				grow := uint32(got - backing)
+				st.reserved += got
 				st.recvWindow += grow
+				st.floor = int64(st.recvWindow) + chunkSize
 				grant += grow
 			}
 		}
@@ -287,6 +305,8 @@ func (st *Stream) flagsLocked() uint16 {
 func (st *Stream) appendControl(dst []byte) []byte {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.queued = false
+	st.retireLocked()
 	if st.resetErr != nil {
 		return dst // a reset says it all (or the peer never heard of the stream)
 	}
@@ -389,6 +409,32 @@ func (st *Stream) remoteResetLocked() {
 	st.s.removeLocked(st)
 }
 
+// coverLocked makes the stream's reservation cover need bytes of chunks, reporting whether
+// the budget had them.
+func (st *Stream) coverLocked(need int64) bool {
+	if need <= st.reserved {
+		return true
+	}
+	if !st.s.budget.reserve(need - st.reserved) {
+		return false
+	}
+	st.reserved = need
+	return true
+}
+
+// trimLocked gives back what the stream holds reserved beyond its chunks and its floor,
+// after a Read: a stream that is not moving bulk data holds only what it buffers.
+func (st *Stream) trimLocked() {
+	if st.removed {
+		st.releaseIfDoneLocked()
+		return
+	}
+	if excess := st.reserved - max(int64(st.buf.held), st.floor); excess > 0 {
+		st.s.budget.release(excess)
+		st.reserved -= excess
+	}
+}
+
 // releaseIfDoneLocked returns the stream's budget once it is out of the session's table
 // and holds no data.
 func (st *Stream) releaseIfDoneLocked() {
@@ -400,10 +446,21 @@ func (st *Stream) releaseIfDoneLocked() {
 // releaseLocked returns the stream's whole reservation to the budget.
 func (st *Stream) releaseLocked() {
 	st.s.budget.release(st.reserved)
-	st.reserved = 0
+	st.reserved, st.floor = 0, 0
 	st.s.mu.Lock()
 	delete(st.s.holding, st)
 	st.s.mu.Unlock()
+}
+
+// overBudgetLocked resets a stream whose arriving data does not fit the memory budget: the
+// peer sent what its window allowed, but this side cannot hold it now. The caller wakes
+// the stream once it has let go of st.mu.
+func (st *Stream) overBudgetLocked() {
+	st.s.log.Debug("mux: resetting a stream: memory budget exhausted", "stream", st.id, "budget", st.s.budget.String())
+	st.resetErr = errOverBudget
+	st.buf.free()
+	st.s.removeLocked(st)
+	st.s.queueReset(st.id)
 }
 
 // SetDeadline sets the read and write deadlines.
@@ -430,3 +487,57 @@ func (st *Stream) LocalAddr() net.Addr { return st.s.LocalAddr() }
 
 // RemoteAddr returns the remote address of the session's connection.
 func (st *Stream) RemoteAddr() net.Addr { return st.s.RemoteAddr() }
+
+// retireLocked frees the stream's slot (see Stream.serving) once nothing holds it any more.
+func (st *Stream) retireLocked() {
+	if st.retired || !st.removed || st.serving || st.queued {
+		return
+	}
+	st.retired = true
+	st.s.mu.Lock()
+	st.s.live--
+	st.s.mu.Unlock()
+}
+
+// endHook is a function registered with AfterEnd.
+type endHook struct {
+	f    func()
+	done bool // run or stopped
+}
+
+// AfterEnd arranges for f to run on a goroutine of its own once the stream has ended: reset
+// by either side, closed by both, closed here with Close, or its session closed. If the
+// stream has ended already, f starts at once. Calling the returned stop prevents f from
+// running if it has not started, and reports whether it did so; as context.AfterFunc, for
+// code that serves a stream and must learn that the peer gave up on it (a handler blocked
+// elsewhere than on the stream's own I/O).
+func (st *Stream) AfterEnd(f func()) (stop func() bool) {
+	h := &endHook{f: f}
+	st.mu.Lock()
+	if st.removed {
+		h.done = true
+		st.mu.Unlock()
+		go f()
+	} else {
+		st.afterEnd = append(st.afterEnd, h)
+		st.mu.Unlock()
+	}
+	return func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		stopped := !h.done
+		h.done = true
+		return stopped
+	}
+}
+
+// endedLocked starts the stream's AfterEnd functions, once.
+func (st *Stream) endedLocked() {
+	for _, h := range st.afterEnd {
+		if !h.done {
+			h.done = true
+			go h.f()
+		}
+	}
+	st.afterEnd = nil
+}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,4 +192,162 @@ func TestLargeTransfer(t *testing.T) {
 	c.Close()
 	s.Close()
 	wait()
+}
+
+// TestStreamAfterEnd: the function runs once the stream ends, however it ends, and not
+// after stop.
+func TestStreamAfterEnd(t *testing.T) {
+	ends := map[string]func(local, remote *Stream, c *Session){
+		"peer reset":     func(_, remote *Stream, _ *Session) { remote.Reset() },
+		"local reset":    func(local, _ *Stream, _ *Session) { local.Reset() },
+		"closed here":    func(local, _ *Stream, _ *Session) { local.Close() },
+		"both closed":    func(local, remote *Stream, _ *Session) { local.CloseWrite(); remote.CloseWrite() },
+		"session closed": func(_, _ *Stream, c *Session) { c.Close() },
+	}
+	for name, end := range ends {
+		t.Run(name, func(t *testing.T) {
+			a, b := net.Pipe()
+			c, s := sessionPair(t, a, b, nil, nil)
+			local, err := c.OpenStream(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			local.Write([]byte("x"))
+			remote, err := s.AcceptStream(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran := make(chan struct{})
+			local.AfterEnd(func() { close(ran) })
+			stopped := false
+			stop := local.AfterEnd(func() { stopped = true })
+			if !stop() {
+				t.Fatal("stop before the end did not stop")
+			}
+			select {
+			case <-ran:
+				t.Fatal("ran before the stream ended")
+			case <-time.After(10 * time.Millisecond):
+			}
+			end(local, remote, c)
+			select {
+			case <-ran:
+			case <-time.After(5 * time.Second):
+				t.Fatal("did not run after the stream ended")
+			}
+			if stopped {
+				t.Fatal("a stopped function ran")
+			}
+			late := make(chan struct{})
+			local.AfterEnd(func() { close(late) })
+			<-late
+		})
+	}
+}
+
+// TestStreamOverBudget: data that arrives and does not fit the budget resets its stream with
+// ErrMemoryBudget; the session and its other streams go on, and an idle stream holds
+// nothing of the budget once its data is read.
+func TestStreamOverBudget(t *testing.T) {
+	a, b := net.Pipe()
+	c, s := sessionPair(t, a, b, nil, &Config{MaxSessionMemory: 400 << 10})
+	var remote []*Stream
+	var written sync.WaitGroup
+	for range 2 {
+		st, err := c.OpenStream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Within the window, not read by the acceptor until both are written (over
+		// net.Pipe, a Write returns once the peer has read it).
+		written.Go(func() { st.Write(make([]byte, 240<<10)) })
+		r, err := s.AcceptStream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		remote = append(remote, r)
+		written.Wait()
+	}
+	_, err := io.ReadFull(remote[1], make([]byte, 240<<10))
+	if !errors.Is(err, ErrMemoryBudget) || !errors.Is(err, ErrStreamReset) {
+		t.Fatalf("the stream beyond the budget: %v, want a reset matching ErrMemoryBudget", err)
+	}
+	if _, err := io.ReadFull(remote[0], make([]byte, 240<<10)); err != nil {
+		t.Fatalf("the stream within the budget: %v", err)
+	}
+	waitFor(t, "the budget given back", func() bool { return s.MemoryUsed() == 0 })
+	st, err := c.OpenStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Write([]byte("still there"))
+	r, err := s.AcceptStream(context.Background())
+	if err != nil {
+		t.Fatalf("the session after a stream over budget: %v", err)
+	}
+	if _, err := io.ReadFull(r, make([]byte, 11)); err != nil {
+		t.Fatalf("the session after a stream over budget: %v", err)
+	}
+}
+
+// slowClose is a connection whose Close takes a while, as a secure connection's does when
+// it writes out what it queued and lingers for the peer's close.
+type slowClose struct {
+	net.Conn
+	d time.Duration
+}
+
+func (c slowClose) Close() error {
+	time.Sleep(c.d)
+	return c.Conn.Close()
+}
+
+// TestDeadlinesWhileSessionFails: a Read holding the read turn with a 200 ms deadline
+// returns within a second when the peer breaks the protocol and closing the connection
+// takes seconds (before, the Read ran the session's shutdown itself: 5 s behind a stuck
+// writer); a Write with a 300 ms deadline returns within a second while the connection's
+// write is stuck (before: after ConnectionWriteTimeout, 10 s).
+func TestDeadlinesWhileSessionFails(t *testing.T) {
+	t.Run("read", func(t *testing.T) {
+		var raw net.Conn // the server's connection: the test writes garbage on it
+		_, st, _, _ := holderPair(t, func() (net.Conn, net.Conn) {
+			a, b := net.Pipe()
+			raw = b
+			return slowClose{a, 3 * time.Second}, b
+		})
+		st.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		start := time.Now()
+		done := blockedRead(t, st)
+		go raw.Write([]byte{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}) // not a frame
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the Read is still blocked")
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("a Read with a 200 ms deadline returned after %v", d)
+		}
+	})
+	t.Run("write", func(t *testing.T) {
+		a, peer := net.Pipe() // the peer reads nothing: every write blocks
+		defer peer.Close()
+		c, err := Client(a, &Config{ConnectionWriteTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		st, err := c.OpenStream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+		start := time.Now()
+		_, err = st.Write([]byte("hello"))
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("a Write with a 300 ms deadline returned after %v (%v)", d, err)
+		}
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("Write = %v, want ErrTimeout", err)
+		}
+	})
 }
