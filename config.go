@@ -69,7 +69,9 @@ type Config struct {
 	// HandshakeTimeout bounds the secio handshake. Default 10 s.
 	HandshakeTimeout time.Duration
 	// NegotiationTimeout bounds protocol negotiation on a stream this node opens. Default
-	// 10 s. A stream the peer opens gets half as long again to send its request.
+	// 10 s. A stream the peer opens gets half as long again to send its request. At most
+	// 32 streams a peer opens negotiate at once in a session; more wait, unacknowledged, in
+	// the mux's accept backlog (so the peer's opens slow down), and beyond it are refused.
 	NegotiationTimeout time.Duration
 	// ShutdownTimeout bounds the graceful part of Close. Default 5 s.
 	ShutdownTimeout time.Duration
@@ -84,14 +86,17 @@ type Config struct {
 	// the mux window, so that every yamux frame is one encrypted frame.
 	MaxFrameSize int
 
-	// MaxSessionMemory bounds what one peer can make this node buffer: the receive windows
-	// of all its session's streams together (see mux.Budget). A stream the peer opens
-	// beyond it is refused, windows stop growing, and the session lives on. Zero: the
-	// mux's MaxSessionMemory (64 MiB by default: one stream at full speed on a 100 ms path,
-	// whose window grows to 32 MiB, and room for many more).
+	// MaxSessionMemory bounds what one peer can make this node buffer: what its session's
+	// streams hold received and unread, and the windows of streams that grew (see
+	// mux.Budget). Data beyond it resets its stream (mux.ErrMemoryBudget), windows stop
+	// growing, and the session lives on. Zero: the mux's MaxSessionMemory (64 MiB by
+	// default: one stream at full speed on a 100 ms path, whose window grows to 32 MiB,
+	// and room for many more).
 	MaxSessionMemory int64
 
 	// MaxMemory bounds the same for all sessions together. Default DefaultMaxMemory (1 GiB).
+	// Its last eighth is kept for sessions holding at most mux.NewcomerShare (1 MiB), so
+	// that sessions filling it cannot lock out a new peer or this node's own streams.
 	MaxMemory int64
 
 	// Mux configures the stream multiplexer. Nil: mux.DefaultConfig(). Its keepalive

@@ -181,7 +181,7 @@ func (s *Session) teardown(muxErr error) {
 	s.svc.unregister(s)
 	s.mu.Lock()
 	err := s.closeErr
-	s.queued = 0
+	s.sendSpace.queued = 0
 	s.setStateLocked(sessionClosed)
 	s.mu.Unlock()
 	if s.svc.logs(slog.LevelInfo) {
@@ -252,15 +252,31 @@ func (s *Session) waitHandlers() {
 		s.wg.Wait()
 		close(returned)
 	}()
-	t := time.NewTimer(s.svc.cfg.HandlerExitTimeout)
+	wait := s.svc.cfg.HandlerExitTimeout
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-returned:
+		return
 	case <-t.C:
-		s.svc.log.Warn("handlers still running after their session ended: abandoned",
-			"peer", s.peer, "session", s.id, "waited", s.svc.cfg.HandlerExitTimeout)
+	case <-s.svc.overdue:
+		// The Service's Shutdown has run out of time: handlers whose Context ended get a
+		// moment to return, not HandlerExitTimeout.
+		wait = min(wait, handlerGrace)
+		t.Reset(wait)
+		select {
+		case <-returned:
+			return
+		case <-t.C:
+		}
 	}
+	s.svc.log.Warn("handlers still running after their session ended: abandoned",
+		"peer", s.peer, "session", s.id, "waited", wait)
 }
+
+// handlerGrace is how long a session ending after Shutdown's deadline waits for its
+// handlers.
+const handlerGrace = 200 * time.Millisecond
 
 // goroutineGroup counts a session's goroutines, as a sync.WaitGroup does, and also tells
 // whether none is running, so that teardown waits for them without a goroutine and a timer

@@ -92,27 +92,21 @@ func (s *Session) openAndStart(ctx context.Context, p *Protocol) error {
 	if err != nil {
 		return err
 	}
-	_, run := s.startStream(p, version, st, true)
-	if run == nil {
-		st.Reset()
-		return s.refused(p)
+	_, run, out := s.startStream(p, version, st, true)
+	if out == started {
+		go run()
+		return nil
 	}
-	go run()
-	return nil
-}
-
-// refused is why OpenProtocol's stream of p was not registered: nil if one of p is open
-// (both sides opened it at once, and the other stream won), else why not.
-func (s *Session) refused(p *Protocol) error {
-	if !s.svc.registered(p) {
+	st.Reset()
+	switch out {
+	case lostDualOpen:
+		return nil // both sides opened p at once, and the peer's stream is kept
+	case tooManyStreams:
+		return fmt.Errorf("tendril: open %s: %w (%d raw streams running)", p.Name, mux.ErrTooManyStreams, s.svc.cfg.Mux.MaxStreams)
+	case protocolRemoved:
 		return fmt.Errorf("%w: %q removed", ErrUnknownProtocol, p.Name)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state != sessionOpen {
-		return ErrSessionClosed
-	}
-	return nil
+	return ErrSessionClosed
 }
 
 // OpenStream opens a new stream of the named raw-mode protocol and returns it to the caller
@@ -198,6 +192,9 @@ var refusedInsecure = &protocol.RefusedError{Code: protocol.CodeRefused, Reason:
 // refusedRemoved is the answer for a protocol removed (RemoveProtocol) during its negotiation.
 var refusedRemoved = &protocol.RefusedError{Code: protocol.CodeUnknownProtocol, Reason: "protocol removed"}
 
+// refusedTooMany is the answer for a raw stream beyond the handlers this session may run.
+var refusedTooMany = &protocol.RefusedError{Code: protocol.CodeRefused, Reason: "too many streams"}
+
 // acceptStream serves a stream the peer opened, on the goroutine the mux started for it: an
 // idle session has no goroutine of its own.
 func (s *Session) acceptStream(st *mux.Stream) {
@@ -241,8 +238,14 @@ func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 		if !s.allows(p) {
 			return refusedInsecure
 		}
-		ps, run = s.startStream(p, version, st, false)
-		accepted = run != nil
+		var out startOutcome
+		ps, run, out = s.startStream(p, version, st, false)
+		switch out {
+		case started:
+			accepted = true
+		case tooManyStreams:
+			return refusedTooMany
+		}
 		return nil
 	})
 	cancel()
@@ -262,13 +265,40 @@ func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 	return run
 }
 
+// startOutcome is what startStream did with a negotiated stream.
+type startOutcome uint8
+
+const (
+	started         startOutcome = iota // registered: run serves it
+	lostDualOpen                        // not registered: the stream of the protocol kept is another (dualOpen)
+	tooManyStreams                      // not registered: MaxStreams raw handlers run already
+	protocolRemoved                     // not registered: the protocol was removed
+	sessionEnding                       // not registered: the session is closing
+)
+
+// dualOpen is the rule for a message-mode protocol, which has at most one stream per
+// session, when a stream of it is negotiated while another is open or being opened: both
+// peers apply it alike, so both keep the same stream, the one opened by the session's
+// dialling side. newFromDialer says who opened the new stream; open, whether a stream of
+// the protocol is registered, and oldFromDialer who opened that one; dialerOpening, whether
+// this side is the dialler and its own open of the protocol is in progress. It returns
+// whether to keep the new stream, and whether that replaces the registered one.
+func dualOpen(newFromDialer, open, oldFromDialer, dialerOpening bool) (keep, replace bool) {
+	switch {
+	case open:
+		// The dialler's stream wins; between two of the same side, the one registered.
+		return newFromDialer && !oldFromDialer, newFromDialer && !oldFromDialer
+	case dialerOpening && !newFromDialer:
+		return false, false // our own open, from the dialling side, will win
+	}
+	return true, false
+}
+
 // startStream registers a negotiated stream and returns it with what serves it, which the
-// caller runs on a new goroutine; a nil run means the stream was refused, and the caller
-// resets it. A stream the peer opened (!outbound) is registered before the answer is sent:
-// its writer waits for answered. A message-mode protocol has at most one stream per
-// session; when both sides opened it at once, both keep the stream opened by the session's
-// dialling side and close the other.
-func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbound bool) (ps *protoStream, run func()) {
+// caller runs on a new goroutine if the outcome is started; otherwise the caller resets
+// the stream. A stream the peer opened (!outbound) is registered before the answer is sent:
+// its writer waits for answered.
+func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbound bool) (ps *protoStream, run func(), out startOutcome) {
 	ps = &protoStream{
 		sess:      s,
 		proto:     p,
@@ -276,44 +306,54 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 		st:        st,
 		outbound:  outbound,
 		connected: make(chan struct{}),
-		sendQueue: sendQueue{mu: &s.mu, closing: make(chan struct{}), wdone: make(chan struct{})},
+		sendQueue: sendQueue{closing: make(chan struct{}), wdone: make(chan struct{})},
 	}
 	if !outbound {
 		ps.writer = writerHeld
 	}
 	ps.handlerCtx = &Context{ps: ps}
+	s.mu.Lock()
+	if out := s.registrableLocked(p); out != started {
+		s.mu.Unlock()
+		return ps, nil, out
+	}
 	if p.StreamHandler != nil {
-		return ps, s.startRaw(ps)
+		if len(s.raw) >= s.svc.cfg.Mux.MaxStreams {
+			s.mu.Unlock()
+			return ps, nil, tooManyStreams
+		}
+		return ps, s.startRawLocked(ps), started
 	}
 	fromDialer := outbound == (s.dir == Outbound)
-	s.mu.Lock()
-	if s.state != sessionOpen || !s.svc.registered(p) {
+	old := s.streams[p.Name]
+	_, pending := s.opening[p.Name]
+	keep, replace := dualOpen(fromDialer, old != nil, old != nil && old.outbound == (s.dir == Outbound), pending && s.dir == Outbound)
+	if !keep {
 		s.mu.Unlock()
-		return ps, nil
-	}
-	var replaced *protoStream
-	if old := s.streams[p.Name]; old != nil {
-		oldFromDialer := old.outbound == (s.dir == Outbound)
-		if !fromDialer || oldFromDialer {
-			s.mu.Unlock()
-			return ps, nil
-		}
-		replaced = old
-	} else if _, pending := s.opening[p.Name]; pending && !outbound && s.dir == Outbound {
-		// Our own open, from the dialling side, will win: refuse the peer's.
-		s.mu.Unlock()
-		return ps, nil
+		return ps, nil, lostDualOpen
 	}
 	s.streams[p.Name] = ps
 	s.used = true
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.countStream(outbound)
-	if replaced != nil {
-		replaced.abort()
+	if replace {
+		old.abort()
 	}
 	s.svc.emit(s.protoEvent(EventProtocolOpened, p.Name, version, nil))
-	return ps, ps.readLoop
+	return ps, ps.readLoop, started
+}
+
+// registrableLocked says whether a stream of p can be registered now (started), or why
+// not. s.mu is held.
+func (s *Session) registrableLocked(p *Protocol) startOutcome {
+	switch {
+	case s.state != sessionOpen:
+		return sessionEnding
+	case !s.svc.registered(p):
+		return protocolRemoved
+	}
+	return started
 }
 
 // countStream counts a protocol stream registered, by who opened it.
@@ -325,14 +365,10 @@ func (s *Session) countStream(outbound bool) {
 	}
 }
 
-// startRaw registers a raw-mode stream and returns what runs its StreamHandler and closes
-// the stream when the handler returns or the stream is asked to close.
-func (s *Session) startRaw(ps *protoStream) (run func()) {
-	s.mu.Lock()
-	if s.state != sessionOpen || !s.svc.registered(ps.proto) {
-		s.mu.Unlock()
-		return nil
-	}
+// startRawLocked registers a raw-mode stream and returns what runs its StreamHandler and
+// closes the stream when the handler returns or the stream is asked to close. s.mu is held
+// on entry and released.
+func (s *Session) startRawLocked(ps *protoStream) (run func()) {
 	s.raw[ps] = struct{}{}
 	s.used = true
 	s.wg.Add(1)
@@ -340,14 +376,18 @@ func (s *Session) startRaw(ps *protoStream) (run func()) {
 	s.mu.Unlock()
 	s.countStream(ps.outbound)
 	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
-	// A handler stuck in I/O returns when the session goes: closing the mux fails every
-	// stream's reads and writes.
+	// The handler's Context ends when the stream does, whoever ends it (the peer resetting
+	// it, say), not only with the session: a handler blocked elsewhere than on the stream
+	// learns that nobody waits for it any more. A handler stuck in the stream's I/O returns
+	// then anyway.
+	endCtx := ps.st.AfterEnd(ps.stop)
 	return func() {
 		defer s.wg.Done()
 		err := callHandler(ps.proto.Name, func() { ps.proto.StreamHandler.ServeStream(ps.handlerCtx, ps.version, ps.st) })
 		if err != nil {
 			s.svc.log.Error("stream handler panicked", "protocol", ps.proto.Name, "err", err)
 		}
+		endCtx()
 		ps.closeLocal()
 		lingerClose(ps.st, s.svc.cfg.ShutdownTimeout)
 		ps.finish(err)

@@ -43,25 +43,25 @@ type protoStream struct {
 // answered lets the writer of a stream the peer opened start, now that the negotiation
 // answer is sent: messages queued meanwhile follow it.
 func (ps *protoStream) answered() {
-	ps.mu.Lock()
+	ps.sess.mu.Lock()
 	if ps.writer == writerHeld {
 		ps.setWriterLocked(writerIdle)
 	}
 	if len(ps.frames) > 0 || ps.intake != intakeOpen {
 		ps.ensureWriterLocked()
 	}
-	ps.mu.Unlock()
+	ps.sess.mu.Unlock()
 }
 
 // discard undoes the registration of a stream whose negotiation answer could not be sent:
 // its handler never runs.
 func (ps *protoStream) discard(err error) {
 	s := ps.sess
-	ps.mu.Lock()
+	ps.sess.mu.Lock()
 	if ps.writer == writerHeld {
 		ps.setWriterLocked(writerIdle)
 	}
-	ps.mu.Unlock()
+	ps.sess.mu.Unlock()
 	ps.abort()
 	ps.finish(err)
 	s.wg.Done()
@@ -123,10 +123,10 @@ func (ps *protoStream) closeLocal() { ps.closeIntake(intakeClosed) }
 
 // closeIntake stops the queue taking messages (closeIntakeLocked) and lets the writer end.
 func (ps *protoStream) closeIntake(to queueIntake) {
-	ps.mu.Lock()
+	ps.sess.mu.Lock()
 	ps.closeIntakeLocked(to)
 	ps.ensureWriterLocked()
-	ps.mu.Unlock()
+	ps.sess.mu.Unlock()
 }
 
 // fail ends the stream at once after an error: queued messages are dropped.

@@ -16,7 +16,7 @@ import (
 
 // queueSpace is the session's side of the send queue: the bytes queued on all its message
 // streams, bounded by Config.SendQueueBytes, and the SendContext calls waiting for room.
-// Guarded by Session.mu.
+// Guarded by Session.mu (it is Session.sendSpace).
 type queueSpace struct {
 	queued  int           // bytes queued for sending, all streams (queueCost of each message)
 	waiters int           // SendContext calls waiting for space
@@ -33,10 +33,9 @@ func (q *queueSpace) freeLocked(n int) {
 }
 
 // sendQueue is a message stream's queue, whether it still takes messages, and its writer.
-// Its fields are guarded by mu, the session's mutex: the queue's bytes count against the
-// session's queueSpace under the same lock.
+// Its fields are guarded by the session's mutex (protoStream.sess.mu): the queue's bytes
+// count against the session's sendSpace under the same lock.
 type sendQueue struct {
-	mu      *sync.Mutex   // &Session.mu
 	frames  [][]byte      // framed messages waiting for the writer
 	intake  queueIntake   // only closeIntakeLocked changes it
 	writer  writerState   // only setWriterLocked changes it
@@ -123,23 +122,23 @@ func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
 	}
 	cost := queueCost(msg)
 	limit := s.svc.cfg.SendQueueBytes
-	ps.mu.Lock()
+	ps.sess.mu.Lock()
 	for {
 		if ps.intake != intakeOpen {
-			ps.mu.Unlock()
+			ps.sess.mu.Unlock()
 			return fmt.Errorf("%w: %q stream closed", ErrProtocolNotOpen, ps.proto.Name)
 		}
-		if s.queued+cost <= limit {
+		if s.sendSpace.queued+cost <= limit {
 			break
 		}
 		if !wait {
-			ps.mu.Unlock()
+			ps.sess.mu.Unlock()
 			s.svc.emitRepeat(s.protoEvent(EventSessionBlocked, ps.proto.Name, ps.version, ErrSessionBlocked), netip.Addr{})
 			return ErrSessionBlocked
 		}
-		s.waiters++
-		space := s.space
-		ps.mu.Unlock()
+		s.sendSpace.waiters++
+		space := s.sendSpace.space
+		ps.sess.mu.Unlock()
 		var err error
 		select {
 		case <-space:
@@ -147,18 +146,18 @@ func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
 			err = ctx.Err()
 		case <-ps.closing:
 		}
-		ps.mu.Lock()
-		s.waiters--
+		ps.sess.mu.Lock()
+		s.sendSpace.waiters--
 		if err != nil {
-			ps.mu.Unlock()
+			ps.sess.mu.Unlock()
 			return err
 		}
 	}
 	// Queue the message already framed: the writer sends it as it is, with no further copy.
 	ps.frames = append(ps.frames, protocol.AppendFrame(make([]byte, 0, protocol.MessageHeaderSize+len(msg)), msg))
-	s.queued += cost
+	s.sendSpace.queued += cost
 	ps.ensureWriterLocked()
-	ps.mu.Unlock()
+	ps.sess.mu.Unlock()
 	return nil
 }
 
@@ -196,31 +195,31 @@ func (ps *protoStream) writeLoop() {
 	s := ps.sess
 	defer s.wg.Done()
 	for {
-		ps.mu.Lock()
+		ps.sess.mu.Lock()
 		switch {
 		case ps.intake == intakeAborted:
 			ps.dropQueueLocked()
 			ps.setWriterLocked(writerDone)
-			ps.mu.Unlock()
+			ps.sess.mu.Unlock()
 			return
 		case len(ps.frames) == 0 && ps.intake == intakeClosed:
 			// The end-of-stream is queued before writing is reported over (wdone), so that a
 			// close that waits for this goes out after it: the peer reads to EOF, then
 			// closes its side.
-			ps.mu.Unlock()
+			ps.sess.mu.Unlock()
 			ps.st.CloseWrite()
-			ps.mu.Lock()
+			ps.sess.mu.Lock()
 			ps.setWriterLocked(writerDone)
-			ps.mu.Unlock()
+			ps.sess.mu.Unlock()
 			return
 		case len(ps.frames) == 0:
 			ps.setWriterLocked(writerIdle) // the next send starts a writer again
-			ps.mu.Unlock()
+			ps.sess.mu.Unlock()
 			return
 		}
 		frames := ps.frames
 		ps.frames = nil
-		ps.mu.Unlock()
+		ps.sess.mu.Unlock()
 		for len(frames) > 0 {
 			// Small messages queued together leave in one stream write (one mux frame, one
 			// encrypted frame) of up to coalesceBytes; a large one leaves alone.
@@ -233,19 +232,19 @@ func (ps *protoStream) writeLoop() {
 			s.counts.msgsSent.Add(uint64(n))
 			err := writeFrames(ps.st, frames[:n])
 			if err != nil {
-				ps.mu.Lock()
+				ps.sess.mu.Lock()
 				ps.freeFramesLocked(frames)
-				ps.mu.Unlock()
+				ps.sess.mu.Unlock()
 				ps.fail(fmt.Errorf("tendril: write %s: %w", ps.proto.Name, err))
-				ps.mu.Lock()
+				ps.sess.mu.Lock()
 				ps.dropQueueLocked()
 				ps.setWriterLocked(writerDone)
-				ps.mu.Unlock()
+				ps.sess.mu.Unlock()
 				return
 			}
-			ps.mu.Lock()
+			ps.sess.mu.Lock()
 			ps.freeFramesLocked(frames[:n])
-			ps.mu.Unlock()
+			ps.sess.mu.Unlock()
 			frames = frames[n:]
 		}
 	}
@@ -281,7 +280,7 @@ func (ps *protoStream) freeFramesLocked(frames [][]byte) {
 		n += frameCost(f)
 	}
 	if n > 0 {
-		ps.sess.freeLocked(n)
+		ps.sess.sendSpace.freeLocked(n)
 	}
 }
 

@@ -77,6 +77,10 @@ type Service struct {
 	sessionTotals [Outbound + 1]uint64
 	handshakes    handshakeCounters
 
+	// overdue is closed when Shutdown's ctx ends: from then on, sessions ending wait for
+	// their handlers only briefly (handlerGrace), so that Shutdown returns in time.
+	overdue chan struct{}
+
 	nextID    uint64
 	keepAlive time.Duration // ping period for every session; <= 0: none
 	pinging   bool          // the keepalive timer is armed
@@ -117,6 +121,7 @@ func New(cfg Config) (*Service, error) {
 		byPeer:    make(map[secio.PeerID]*Session),
 		adm:       newAdmission(cfg.Admission, cfg.HandshakeTimeout),
 		done:      make(chan struct{}),
+		overdue:   make(chan struct{}),
 	}
 	for i := range cfg.Protocols {
 		p := cfg.Protocols[i]
@@ -130,6 +135,9 @@ func New(cfg Config) (*Service, error) {
 	s.keepAlive = cfg.Mux.KeepAliveInterval
 	muxCfg := *cfg.Mux
 	muxCfg.KeepAliveInterval = -1
+	// The Service's Serve handler only negotiates (what serves a stream then runs on a
+	// goroutine of its own): that is all the concurrency a peer may cost it per session.
+	muxCfg.ServeConcurrency = maxNegotiating
 	s.memory = mux.NewBudget(cfg.MaxMemory, nil)
 	muxCfg.Memory = s.memory
 	s.cfg.Mux = &muxCfg
@@ -147,6 +155,10 @@ func New(cfg Config) (*Service, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
+
+// maxNegotiating is how many streams a peer opens may negotiate at once in a session (the
+// mux's ServeConcurrency for the Service).
+const maxNegotiating = 32
 
 // ID returns this node's peer ID.
 func (s *Service) ID() secio.PeerID { return s.id }
@@ -250,8 +262,9 @@ func (s *Service) Broadcast(name string, msg []byte, filter func(*Session) bool)
 	return n, errors.Join(errs...)
 }
 
-// Close shuts the Service down gracefully within Config.ShutdownTimeout, then forcibly. See
-// Shutdown. It is idempotent.
+// Close shuts the Service down gracefully within Config.ShutdownTimeout, then forcibly: it
+// returns within ShutdownTimeout and a fraction of a second. See Shutdown. It is
+// idempotent.
 func (s *Service) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
@@ -261,8 +274,10 @@ func (s *Service) Close() error {
 // Shutdown stops listening, aborts dials and handshakes in progress, closes every session
 // gracefully (queued messages are sent and streams closed in order) until ctx is done, then
 // closes what is left, waits for every goroutine of the Service (handlers included) and
-// closes the Events channel. Handlers abandoned after Config.HandlerExitTimeout are not
-// waited for. It returns ctx's error if the graceful part was cut short.
+// closes the Events channel. Handlers still running Config.HandlerExitTimeout after their
+// session ended, or a fraction of a second after ctx is done if that comes first, are
+// logged and abandoned (their Contexts are done): Shutdown does not wait for them. It
+// returns ctx's error if the graceful part was cut short.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -285,6 +300,8 @@ func (s *Service) Shutdown(ctx context.Context) error {
 
 	s.cancel()
 	s.stopCoalescing()
+	stopOverdue := context.AfterFunc(ctx, func() { close(s.overdue) })
+	defer stopOverdue()
 	for _, l := range listeners {
 		l.ln.Close()
 	}

@@ -36,16 +36,16 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu         sync.Mutex
-	streams    map[string]*protoStream   // established message-mode streams, by protocol name
-	raw        map[*protoStream]struct{} // raw-mode streams served by a StreamHandler
-	opening    map[string]chan struct{}  // outbound negotiations in progress, closed when done
-	state      sessionState              // where the session is in its life (lifecycle.go)
-	pinging    bool                      // a keepalive ping is in flight
-	used       bool                      // a protocol stream was registered once (admission: not idle)
-	closeErr   error
-	settled    chan struct{} // closed when closing and no stream is left to wait for (checkSettledLocked)
-	queueSpace               // the send queue's bytes, all streams (sendqueue.go)
+	mu        sync.Mutex
+	streams   map[string]*protoStream   // established message-mode streams, by protocol name
+	raw       map[*protoStream]struct{} // raw-mode streams served by a StreamHandler
+	opening   map[string]chan struct{}  // outbound negotiations in progress, closed when done
+	state     sessionState              // where the session is in its life (lifecycle.go)
+	pinging   bool                      // a keepalive ping is in flight
+	used      bool                      // a protocol stream was registered once (admission: not idle)
+	closeErr  error
+	settled   chan struct{} // closed when closing and no stream is left to wait for (checkSettledLocked)
+	sendSpace queueSpace    // the send queue's bytes, all streams (sendqueue.go)
 
 	wg    goroutineGroup // stream goroutines
 	calls atomic.Int32   // message handler calls in progress (Connected, Received, Disconnected)
@@ -59,24 +59,24 @@ type Session struct {
 
 func newSession(s *Service, sc *secio.Conn, ms *mux.Session, dir Direction, local, remote Addr) *Session {
 	sess := &Session{
-		svc:        s,
-		peer:       sc.RemotePeer(),
-		pub:        sc.RemotePublicKey(),
-		dir:        dir,
-		local:      local,
-		remote:     remote,
-		secure:     sc.Secure(),
-		suite:      sc.Suite(),
-		conn:       sc,
-		mux:        ms,
-		opened:     time.Now(),
-		streams:    make(map[string]*protoStream),
-		raw:        make(map[*protoStream]struct{}),
-		opening:    make(map[string]chan struct{}),
-		settled:    make(chan struct{}),
-		queueSpace: queueSpace{space: make(chan struct{})},
-		done:       make(chan struct{}),
-		ready:      make(chan struct{}),
+		svc:       s,
+		peer:      sc.RemotePeer(),
+		pub:       sc.RemotePublicKey(),
+		dir:       dir,
+		local:     local,
+		remote:    remote,
+		secure:    sc.Secure(),
+		suite:     sc.Suite(),
+		conn:      sc,
+		mux:       ms,
+		opened:    time.Now(),
+		streams:   make(map[string]*protoStream),
+		raw:       make(map[*protoStream]struct{}),
+		opening:   make(map[string]chan struct{}),
+		settled:   make(chan struct{}),
+		sendSpace: queueSpace{space: make(chan struct{})},
+		done:      make(chan struct{}),
+		ready:     make(chan struct{}),
 	}
 	sess.remote.Peer = sess.peer
 	sess.local.Peer = sc.LocalPeer()
@@ -147,7 +147,7 @@ func (s *Session) Err() error {
 func (s *Session) QueuedBytes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.queued
+	return s.sendSpace.queued
 }
 
 // ProtocolInfo describes a protocol open on a session.
