@@ -89,13 +89,20 @@ func (g *goodPeer) chat(t *testing.T, n int) {
 	g.box.assertClean(t)
 }
 
-func dialTCP(t *testing.T, addr Addr) *net.TCPConn {
+func dialTCP(t *testing.T, addr Addr) *net.TCPConn { return dialTCPFrom(t, addr, "") }
+
+// dialTCPFrom dials addr from the loopback address src ("": the system's choice).
+func dialTCPFrom(t *testing.T, addr Addr, src string) *net.TCPConn {
 	t.Helper()
 	_, hp, err := addr.hostPort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.DialTimeout("tcp", hp, 10*time.Second)
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
+	c, err := d.Dial("tcp", hp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,13 +256,16 @@ func (g *gateConn) Close() error {
 	return g.Conn.Close()
 }
 
-func handshakeRaw(t *testing.T, addr Addr) *rawPeer {
+func handshakeRaw(t *testing.T, addr Addr) *rawPeer { return handshakeRawFrom(t, addr, "") }
+
+// handshakeRawFrom is handshakeRaw from the loopback address src.
+func handshakeRawFrom(t *testing.T, addr Addr, src string) *rawPeer {
 	t.Helper()
 	key, err := secio.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcp := dialTCP(t, addr)
+	tcp := dialTCPFrom(t, addr, src)
 	gate := &gateConn{Conn: tcp, stopped: make(chan struct{}), closed: make(chan struct{})}
 	sc, err := secio.Client(context.Background(), gate, &secio.Config{
 		PrivateKey: key, ExpectedPeer: addr.Peer, MaxFrameSize: mux.MaxFrameSize(nil),

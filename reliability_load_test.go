@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -14,6 +16,9 @@ import (
 	"time"
 
 	"github.com/tendril-p2p/tendril/hash/blake3"
+	"github.com/tendril-p2p/tendril/internal/testutil"
+	"github.com/tendril-p2p/tendril/mux"
+	"github.com/tendril-p2p/tendril/secio"
 )
 
 // Load and soak. TestLoad runs 100 connections by default (50 with -short); TENDRIL_LOAD=1
@@ -310,5 +315,123 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
 	select {
 	case <-ch:
 	case <-ctx.Done():
+	}
+}
+
+// TestIdleSessionsAndStreams holds 9,000 sessions (TENDRIL_IDLE to change it; fewer under
+// the race detector), both ends in this process, with the node's default memory budgets,
+// and then one idle stream on each, opened and round-tripped: every stream opens (before,
+// each reserved a whole initial window, 272 KiB, and the 1 GiB shared budget refused
+// stream 3,856), and the heap and stacks per idle session and per idle stream are
+// reported (both ends together; the peers are raw secio + mux clients).
+func TestIdleSessionsAndStreams(t *testing.T) {
+	n := 9000
+	if raceEnabled || testing.Short() {
+		n = 300
+	}
+	n = envInt(t, "TENDRIL_IDLE", n, 9500)
+	checkNoLeaks(t)
+	srv := newService(t, Config{
+		Protocols: []Protocol{echoRawProto},
+		// The default memory budgets; only the session count is raised.
+		MaxConnections: n + 64,
+		Admission:      Admission{MaxInbound: n + 16},
+	})
+	addr := listen(t, srv)
+	m0 := testutil.SettledMemStats()
+	g0 := runtime.NumGoroutine()
+
+	peers := make([]*rawPeer, n)
+	parallel(t, n, func(i int) error {
+		key, err := secio.GenerateKey()
+		if err != nil {
+			return err
+		}
+		_, hp, _ := addr.hostPort()
+		c, err := net.DialTimeout("tcp", hp, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		sc, err := secio.Client(ctx, c, &secio.Config{PrivateKey: key, ExpectedPeer: addr.Peer, MaxFrameSize: mux.MaxFrameSize(nil)})
+		if err != nil {
+			return err
+		}
+		ms, err := mux.Client(sc, &mux.Config{KeepAliveInterval: -1})
+		if err != nil {
+			sc.Close()
+			return err
+		}
+		peers[i] = &rawPeer{sc: sc, ms: ms}
+		return nil
+	})
+	t.Cleanup(func() {
+		for _, p := range peers {
+			if p != nil {
+				p.ms.Close()
+			}
+		}
+	})
+	waitUntil(t, "every session registered", func() bool { return len(srv.Sessions()) == n })
+	m1 := testutil.SettledMemStats()
+	g1 := runtime.NumGoroutine()
+
+	streams := make([]*mux.Stream, n)
+	parallel(t, n, func(i int) error {
+		st, err := peers[i].ms.OpenStream(context.Background())
+		if err != nil {
+			return err
+		}
+		_ = st.SetDeadline(time.Now().Add(60 * time.Second))
+		msg := make([]byte, 64)
+		msg[0] = byte(i)
+		if _, err := st.Write(append(negRequest(echoRawProto.Name, "1"), msg...)); err != nil {
+			return err
+		}
+		got := make([]byte, 8+64) // the answer (accept, version "1"), then the echo
+		if _, err := io.ReadFull(st, got); err != nil {
+			return fmt.Errorf("stream %d: %w", i, err)
+		}
+		if got[3] != 2 || got[8] != byte(i) {
+			return fmt.Errorf("stream %d: answer %x", i, got[:9])
+		}
+		_ = st.SetDeadline(time.Time{})
+		streams[i] = st
+		return nil
+	})
+	m2 := testutil.SettledMemStats()
+	g2 := runtime.NumGoroutine()
+	held := func(m runtime.MemStats) int64 { return int64(m.HeapInuse + m.StackInuse) }
+	perSession := (held(m1) - held(m0)) / int64(n)
+	perStream := (held(m2) - held(m1)) / int64(n)
+	t.Logf("%d idle sessions: %.1f KB heap + stacks each, %.1f goroutines each; one idle stream on each: %.1f KB, %.1f goroutines each (both ends); shared budget %d KiB reserved",
+		n, float64(perSession)/1000, float64(g1-g0)/float64(n), float64(perStream)/1000, float64(g2-g1)/float64(n), srv.MemoryUsed()>>10)
+	for _, st := range streams {
+		st.Close()
+	}
+}
+
+// parallel runs f(0) to f(n-1), 32 at a time, and fails the test with the first error.
+func parallel(t *testing.T, n int, f func(i int) error) {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	sem := make(chan struct{}, 32)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f(i); err != nil {
+				once.Do(func() { first = err })
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		t.Fatal(first)
 	}
 }
