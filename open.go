@@ -305,13 +305,18 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 		version:   version,
 		st:        st,
 		outbound:  outbound,
-		connected: make(chan struct{}),
-		sendQueue: sendQueue{closing: make(chan struct{}), wdone: make(chan struct{})},
-	}
-	if !outbound {
-		ps.writer = writerHeld
+		sendQueue: sendQueue{closing: make(chan struct{})},
 	}
 	ps.handlerCtx = &Context{ps: ps}
+	if p.StreamHandler != nil {
+		// A raw stream's handler writes to it itself: its writer is done from the start.
+		ps.writer, ps.wdone = writerDone, writerNeverRan
+	} else {
+		ps.connected, ps.wdone = make(chan struct{}), make(chan struct{})
+		if !outbound {
+			ps.writer = writerHeld
+		}
+	}
 	s.mu.Lock()
 	if out := s.registrableLocked(p); out != started {
 		s.mu.Unlock()
@@ -372,7 +377,6 @@ func (s *Session) startRawLocked(ps *protoStream) (run func()) {
 	s.raw[ps] = struct{}{}
 	s.used = true
 	s.wg.Add(1)
-	ps.setWriterLocked(writerDone) // a raw stream's handler writes to it itself
 	s.mu.Unlock()
 	s.countStream(ps.outbound)
 	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))

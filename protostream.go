@@ -35,7 +35,7 @@ type protoStream struct {
 	handlerCtx *Context // what its handler is given
 
 	inCall    atomic.Bool   // message mode: the handler is in a Connected, Received or Disconnected call
-	connected chan struct{} // message mode: closed when the handler's Connected has returned
+	connected chan struct{} // message mode: closed when the handler's Connected has returned (nil for raw streams)
 
 	sendQueue // the queue and its writer (sendqueue.go); a raw stream's writer is done from the start
 }

@@ -69,7 +69,9 @@ func (q *sendQueue) closeIntakeLocked(to queueIntake) {
 // writerState is where a message stream's writer is:
 //
 //	held -> idle <-> running -> done
-//	held, idle --------------> done   (the session is torn down, or a raw stream)
+//	held, idle --------------> done   (the session is torn down)
+//
+// A raw stream's writer is done from the start (startStream).
 //
 // A stream the peer opened starts held until its negotiation answer is sent (answered); a
 // writer goroutine runs only while there is work, so an idle stream has none.
@@ -83,6 +85,10 @@ const (
 )
 
 var writerStateNames = [...]string{"idle", "held", "running", "done"}
+
+// writerNeverRan is the wdone of raw streams, whose writer is done from the start: closed
+// once, shared by all of them (an idle raw stream costs no channel of its own for it).
+var writerNeverRan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
 func (w writerState) String() string { return writerStateNames[w] }
 

@@ -18,44 +18,49 @@ import (
 // reset it, or this side closed it with Close.
 type Stream struct {
 	s       *Session
-	id      uint32
-	inbound bool
-
 	readCh  chan struct{} // wakes a blocked Read
 	writeCh chan struct{} // wakes a blocked Write
 	rdl     deadline
 	wdl     deadline
+	id      uint32
+	inbound bool
 
-	mu sync.Mutex
+	waitingRead bool // a Read waits on readCh (guarded by the session's turn.mu)
+
+	// The fields below are guarded by mu. They are ordered to pack (an idle stream is what a
+	// node has most of), and grouped by meaning where that costs nothing.
+	mu        sync.Mutex
+	resetErr  error // non-nil once reset, by either side
+	openTimer *time.Timer
+	afterEnd  *endHook // AfterEnd's functions (a list), run once when the stream ends
+
+	// Receive side: recvCredit + buf.Len() + consumed == recvWindow.
+	buf   recvBuf
+	epoch time.Time // start of the half window being read (window growth)
+	// reserved is what the stream holds of the budget: at least its buffered chunks
+	// (buf.held), and once its window has grown (grown), at least the whole window plus a
+	// chunk (see Budget and floor).
+	reserved   int64
+	recvWindow uint32 // the window granted, auto-tuned
+	recvCredit uint32 // bytes the peer may still send
+	consumed   uint32 // bytes read and not yet granted back
+	epochRead  uint32 // bytes read since epoch
+	grant      uint32 // window to grant with the stream's next frame
+
+	sendWindow uint32 // send side: what the peer lets this side send
+
 	// What this side still has to tell the peer, sent with the stream's next frame.
 	synPending bool // outbound: the peer has not heard of the stream yet
 	ackPending bool // inbound: accepted, acknowledgement not sent yet
 	finPending bool // CloseWrite called, FIN not written yet
-	grant      uint32
 
 	// The stream's life, as both sides see it.
-	finSent    bool  // this side closed its write side (FIN queued or sent)
-	finRecv    bool  // the peer closed its write side
-	readClosed bool  // Close: incoming data is discarded
-	resetErr   error // non-nil once reset, by either side
-	acked      bool  // outbound: the peer acknowledged the stream
-	removed    bool  // no longer in the session's table
-	openTimer  *time.Timer
-
-	// Receive side: recvCredit + buf.Len() + consumed == recvWindow.
-	buf        recvBuf
-	recvWindow uint32    // the window granted, auto-tuned
-	recvCredit uint32    // bytes the peer may still send
-	consumed   uint32    // bytes read and not yet granted back
-	epoch      time.Time // start of the half window being read (window growth)
-	epochRead  uint32    // bytes read since epoch
-	// What the stream holds of the budget: at least its buffered chunks (buf.held), and at
-	// least floor, which is 0 until the window grows and then the whole window (see Budget).
-	reserved int64
-	floor    int64
-
-	// Send side.
-	sendWindow uint32
+	finSent    bool // this side closed its write side (FIN queued or sent)
+	finRecv    bool // the peer closed its write side
+	readClosed bool // Close: incoming data is discarded
+	acked      bool // outbound: the peer acknowledged the stream
+	removed    bool // no longer in the session's table
+	grown      bool // the window has grown: it is reserved whole
 
 	// What keeps the stream counted against MaxStreams (its slot): being in the session's
 	// table, a Serve handler owning it, or a control frame of it waiting in the writer's
@@ -64,10 +69,6 @@ type Stream struct {
 	serving bool // Serve owns it: its handler runs, or it waits for one
 	queued  bool // in the writer's control queue (queueStream)
 	retired bool
-
-	afterEnd []*endHook // AfterEnd's functions, run once when the stream ends
-
-	waitingRead bool // a Read waits on readCh (guarded by the session's turn.mu)
 }
 
 var _ net.Conn = (*Stream)(nil)
@@ -211,7 +212,7 @@ func (st *Stream) consumedLocked(n int) bool {
 				grow := uint32(got - backing)
 				st.reserved += got
 				st.recvWindow += grow
-				st.floor = int64(st.recvWindow) + chunkSize
+				st.grown = true
 				grant += grow
 			}
 		}
@@ -422,6 +423,15 @@ func (st *Stream) coverLocked(need int64) bool {
 	return true
 }
 
+// floor is the reservation a stream keeps whatever it buffers: none until its window grows,
+// then the whole window and a chunk.
+func (st *Stream) floor() int64 {
+	if !st.grown {
+		return 0
+	}
+	return int64(st.recvWindow) + chunkSize
+}
+
 // trimLocked gives back what the stream holds reserved beyond its chunks and its floor,
 // after a Read: a stream that is not moving bulk data holds only what it buffers.
 func (st *Stream) trimLocked() {
@@ -429,7 +439,7 @@ func (st *Stream) trimLocked() {
 		st.releaseIfDoneLocked()
 		return
 	}
-	if excess := st.reserved - max(int64(st.buf.held), st.floor); excess > 0 {
+	if excess := st.reserved - max(int64(st.buf.held), st.floor()); excess > 0 {
 		st.s.budget.release(excess)
 		st.reserved -= excess
 	}
@@ -446,7 +456,7 @@ func (st *Stream) releaseIfDoneLocked() {
 // releaseLocked returns the stream's whole reservation to the budget.
 func (st *Stream) releaseLocked() {
 	st.s.budget.release(st.reserved)
-	st.reserved, st.floor = 0, 0
+	st.reserved = 0
 	st.s.mu.Lock()
 	delete(st.s.holding, st)
 	st.s.mu.Unlock()
@@ -502,6 +512,7 @@ func (st *Stream) retireLocked() {
 // endHook is a function registered with AfterEnd.
 type endHook struct {
 	f    func()
+	next *endHook
 	done bool // run or stopped
 }
 
@@ -519,7 +530,7 @@ func (st *Stream) AfterEnd(f func()) (stop func() bool) {
 		st.mu.Unlock()
 		go f()
 	} else {
-		st.afterEnd = append(st.afterEnd, h)
+		h.next, st.afterEnd = st.afterEnd, h
 		st.mu.Unlock()
 	}
 	return func() bool {
@@ -533,7 +544,7 @@ func (st *Stream) AfterEnd(f func()) (stop func() bool) {
 
 // endedLocked starts the stream's AfterEnd functions, once.
 func (st *Stream) endedLocked() {
-	for _, h := range st.afterEnd {
+	for h := st.afterEnd; h != nil; h = h.next {
 		if !h.done {
 			h.done = true
 			go h.f()
