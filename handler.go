@@ -82,8 +82,11 @@ func (h HandlerFuncs) Disconnected(c *Context) {
 
 // StreamHandler handles one protocol in raw mode: it owns the stream until it returns, and
 // the Service closes the stream then. ServeStream is called on its own goroutine; it should
-// return when the stream fails or when c.Done() is closed (the session is ending, for
-// whatever reason); see Config.HandlerExitTimeout for one that does not.
+// return when the stream fails or when c.Done() is closed (the peer reset the stream, or
+// the session is ending, for whatever reason); see Config.HandlerExitTimeout for one that
+// does not. A session runs at most mux.Config.MaxStreams raw handlers at once, including
+// handlers of streams that have ended but not returned yet; the peer's streams beyond that
+// are refused.
 type StreamHandler interface {
 	ServeStream(c *Context, version string, stream net.Conn)
 }
@@ -117,10 +120,12 @@ func (c *Context) Version() string { return c.ps.version }
 // Outbound reports whether this node opened the stream.
 func (c *Context) Outbound() bool { return c.ps.outbound }
 
-// Done is closed when the stream is ending: closed by either side, or its session ending,
-// whatever ended it (closed locally, connection lost or reset, keepalive timeout, trimmed
-// by admission). A handler that keeps running for Config.HandlerExitTimeout after its
-// session ended is abandoned: the session is unregistered without it.
+// Done is closed when the stream is ending: reset or closed by either side (a raw stream:
+// reset by either side, or closed by both), or its session ending, whatever ended it
+// (closed locally, connection lost or reset, keepalive timeout, trimmed by admission). A
+// handler that keeps running for Config.HandlerExitTimeout after its session ended (or
+// briefly past the deadline of the Service's Shutdown) is abandoned: the session is
+// unregistered without it.
 func (c *Context) Done() <-chan struct{} { return c.ps.closing }
 
 // Send queues msg on this stream without blocking; it returns ErrSessionBlocked if the

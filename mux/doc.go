@@ -8,13 +8,15 @@
 //     round trips (the window, not the reader, was the limit), the window doubles, up to
 //     Config.MaxStreamWindow (32 MiB). One stream moves a window per round trip, so a fixed
 //     window caps throughput on long paths: 1 MiB is 21 MB/s at 50 ms.
-//   - Memory budgets. Every window granted is what the peer may make this side buffer, so
-//     every grant is reserved from a per-session Budget (Config.MaxSessionMemory) and an
-//     optional shared one (Config.Memory) before it is made: a stream the peer opens is
-//     refused with a reset when its initial window does not fit, windows stop growing when
-//     the budget is spent, and the session lives on. A stream's reservation is returned the
-//     moment it ends (closed both ways, reset, refused, or closed locally with Close, which
-//     drops what the peer still sends); no timer keeps anything alive.
+//   - Memory budgets. What a peer sends is what it makes this side hold, so it is reserved
+//     from a per-session Budget (Config.MaxSessionMemory) and an optional shared one
+//     (Config.Memory) as it arrives, chunk by chunk, and given back as the application
+//     reads it: an idle stream, or a stream the peer opened and never sent on, holds
+//     nothing. A stream whose window grows keeps the whole window reserved. Data that does
+//     not fit resets its stream (ErrMemoryBudget), windows stop growing when the budget is
+//     spent, and the session lives on. A shared budget keeps its last eighth for sessions
+//     holding little (NewcomerShare), so no set of sessions can starve the rest. No timer
+//     keeps anything alive.
 //   - Few, large writes. Data frames are capped at Config.MaxDataFrame (64 KiB) so that
 //     streams interleave, but a writer hands up to 256 KiB of its stream, with the control
 //     frames queued meanwhile in front, to the connection in one Write: over secio that is
@@ -31,10 +33,18 @@
 //     wakes one goroutine per message, not two; the frame reader takes over again for bulk
 //     data, for several waiting goroutines, and after a millisecond with nobody reading. Streams the peer opens can be taken with AcceptStream, or handed to
 //     a function with Serve, which starts a goroutine per stream only when one arrives.
-//   - Limits for hostile peers: Config.MaxStreams and Config.AcceptBacklog (beyond them a
-//     stream is reset, never queued), a bounded number of queued resets and ping answers,
-//     a write timeout on the connection, and a protocol error (ErrProtocol) for any frame
-//     that breaks the specification, which closes the session.
+//   - Limits for hostile peers: Config.MaxStreams counts a stream until this side's work for
+//     it ends (its Serve handler returned, its last frame written), not until the peer
+//     resets it; Serve runs at most Config.ServeConcurrency handlers and leaves the rest
+//     unacknowledged in Config.AcceptBacklog; frames that make this side work for nothing
+//     (streams opened and reset at once, the "rapid reset" attack; refused streams; frames
+//     for streams never opened; empty frames) are metered per session
+//     (Config.UselessFrames) and close a session that sends too many with
+//     ErrPeerMisbehaving; a bounded number of queued resets and ping answers; a write
+//     timeout on the connection; and a protocol error (ErrProtocol) for any frame that
+//     breaks the specification (data or FIN after FIN, a window overflow, ...), which
+//     closes the session. A Read or Write returns by its deadline whatever the session is
+//     doing.
 //   - Go-shaped API: context on everything that blocks, a Stream that is a net.Conn with
 //     deadlines, errors of this package, log output through log/slog.
 //
