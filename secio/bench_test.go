@@ -1,6 +1,7 @@
 package secio
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -122,23 +123,75 @@ func loopbackDialer(b *testing.B) func() (net.Conn, net.Conn) {
 
 var benchSuites = []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}
 
-// BenchmarkConnWriteRead sends 16 KiB writes through a pair of Conns over an
+// BenchmarkConnWriteRead sends writes through a pair of Conns over an
 // in-memory buffered connection (no TCP, one goroutine): framing, AEAD and
-// the two copies of the in-memory transport.
+// the two copies of the in-memory transport. 16 KiB is a record the reader
+// takes in one buffer; 256 KiB + 48 B is the mux's batch of four 64 KiB
+// frames, the largest record the root package sends.
 func BenchmarkConnWriteRead(b *testing.B) {
 	for _, s := range benchSuites {
-		b.Run(s.String()+"/16KiB", func(b *testing.B) {
-			x, y := newBufPair()
-			sa, sb := rawPair(b, x, y, s)
-			msg := make([]byte, 16<<10)
-			buf := make([]byte, 16<<10)
-			b.SetBytes(int64(len(msg)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := sa.Write(msg); err != nil {
-					b.Fatal(err)
+		for _, size := range []int{16 << 10, 256<<10 + 48} {
+			b.Run(fmt.Sprintf("%s/%dKiB", s, size>>10), func(b *testing.B) {
+				x, y := newBufPair()
+				sa, sb := rawPair(b, x, y, s)
+				msg := make([]byte, size)
+				buf := make([]byte, size)
+				b.SetBytes(int64(len(msg)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := sa.Write(msg); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.ReadFull(sb, buf); err != nil {
+						b.Fatal(err)
+					}
 				}
-				if _, err := io.ReadFull(sb, buf); err != nil {
+			})
+		}
+	}
+}
+
+// BenchmarkControlRecords is what a record costs its receiver when it carries
+// no data, against one that carries a byte: an empty data record, and a key
+// update (the receiver derives the sender's next key and sets up its AEAD).
+// The records are sealed beforehand, a batch at a time with the timer
+// stopped; the timed loop is the receiver's readFrame alone, one record per
+// operation.
+func BenchmarkControlRecords(b *testing.B) {
+	for _, kind := range []string{"data-1B", "empty-data", "key-update"} {
+		b.Run(kind, func(b *testing.B) {
+			x, y := newBufPair()
+			sa, sb := rawPair(b, x, y, aead.AES128GCM)
+			const batch = 1024
+			var wire []byte
+			seal := func() {
+				wire = wire[:0]
+				for range batch {
+					switch kind {
+					case "data-1B":
+						wire = append(wire, sealTypeForTest(b, sa, []byte{1}, recordData)...)
+					case "empty-data":
+						wire = append(wire, sealTypeForTest(b, sa, nil, recordData)...)
+					default:
+						wire = append(wire, sealTypeForTest(b, sa, nil, recordKeyUpdate)...)
+						if err := sa.out.update(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+			src := &fuzzConn{r: bytes.NewReader(nil)}
+			p := make([]byte, 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%batch == 0 {
+					b.StopTimer()
+					seal()
+					src.r.Reset(wire)
+					b.StartTimer()
+				}
+				if _, err := sb.in.readFrame(src, p); err != nil {
 					b.Fatal(err)
 				}
 			}
