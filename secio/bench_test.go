@@ -153,29 +153,44 @@ func BenchmarkConnWriteRead(b *testing.B) {
 
 // BenchmarkControlRecords is what a record costs its receiver when it carries
 // no data, against one that carries a byte: an empty data record, and a key
-// update (the receiver derives the sender's next key and sets up its AEAD).
-// The records are sealed beforehand, a batch at a time with the timer
-// stopped; the timed loop is the receiver's readFrame alone, one record per
-// operation.
+// update (the receiver derives the sender's next secret, key and IV and sets
+// up its AEAD: in place with the vector kernels) as the 65th record of its
+// key, the earliest it is accepted. "hostile-mix" is the most costly stream a
+// peer can keep up without being refused, per record: four runs of 15 empty
+// records and a one-byte one, then a key update, over and over. The records
+// are sealed beforehand, a batch at a time with the timer stopped; the timed
+// loop is the receiver's readFrame alone, one record per operation.
 func BenchmarkControlRecords(b *testing.B) {
-	for _, kind := range []string{"data-1B", "empty-data", "key-update"} {
+	for _, kind := range []string{"data-1B", "empty-data", "key-update", "hostile-mix"} {
 		b.Run(kind, func(b *testing.B) {
 			x, y := newBufPair()
 			sa, sb := rawPair(b, x, y, aead.AES128GCM)
-			const batch = 1024
+			const batch = 16 * (keyUpdateMinRecords + 1)
 			var wire []byte
+			keyUpdate := func() {
+				wire = append(wire, sealTypeForTest(b, sa, nil, recordKeyUpdate)...)
+				if err := sa.out.update(); err != nil {
+					b.Fatal(err)
+				}
+			}
 			seal := func() {
 				wire = wire[:0]
-				for range batch {
+				for i := range batch {
 					switch kind {
 					case "data-1B":
 						wire = append(wire, sealTypeForTest(b, sa, []byte{1}, recordData)...)
 					case "empty-data":
 						wire = append(wire, sealTypeForTest(b, sa, nil, recordData)...)
+					case "key-update":
+						sa.out.seq = keyUpdateMinRecords
+						keyUpdate()
 					default:
-						wire = append(wire, sealTypeForTest(b, sa, nil, recordKeyUpdate)...)
-						if err := sa.out.update(); err != nil {
-							b.Fatal(err)
+						if j := i % (keyUpdateMinRecords + 1); j == keyUpdateMinRecords {
+							keyUpdate()
+						} else if j%maxNonDataRecords == maxNonDataRecords-1 {
+							wire = append(wire, sealTypeForTest(b, sa, []byte{1}, recordData)...)
+						} else {
+							wire = append(wire, sealTypeForTest(b, sa, nil, recordData)...)
 						}
 					}
 				}
@@ -190,6 +205,13 @@ func BenchmarkControlRecords(b *testing.B) {
 					seal()
 					src.r.Reset(wire)
 					b.StartTimer()
+				}
+				switch kind {
+				case "key-update":
+					sb.in.seq = keyUpdateMinRecords // as the sender sealed it
+					sb.in.nonData = 0               // as data records around it would
+				case "empty-data":
+					sb.in.nonData = 0
 				}
 				if _, err := sb.in.readFrame(src, p); err != nil {
 					b.Fatal(err)
@@ -416,7 +438,7 @@ func BenchmarkSealRecord(b *testing.B) {
 		for _, path := range []string{"split", "copy"} {
 			b.Run(fmt.Sprintf("%dB/path=%s", size, path), func(b *testing.B) {
 				var out outHalf
-				if err := out.setKey(aead.AES128GCM, make([]byte, 16)); err != nil {
+				if err := out.install(aead.AES128GCM, &[secretSize]byte{}); err != nil {
 					b.Fatal(err)
 				}
 				if path == "copy" {

@@ -21,7 +21,8 @@ const (
 	// frameHeaderSize is the 4-byte big-endian length prefix of every frame
 	// and handshake message.
 	frameHeaderSize = 4
-	// nonceSize is the AEAD nonce: a 96-bit big-endian counter.
+	// nonceSize is the AEAD nonce: the record IV with the sequence number
+	// XORed in (recordKey.nextNonce).
 	nonceSize = 12
 	// smallRead is the size of the array each Conn owns for reading. A read
 	// that starts with nothing buffered goes into it, so that an idle
@@ -69,33 +70,6 @@ type Conn struct {
 	closeErr  error
 }
 
-// counter is a 96-bit big-endian per-direction frame counter used as the
-// AEAD nonce.
-type counter struct {
-	n         [nonceSize]byte // next value
-	cur       [nonceSize]byte // value returned by the last next
-	exhausted bool
-}
-
-// next returns the nonce to use for the next frame and advances the
-// counter; it fails once every value has been used.
-func (c *counter) next() ([]byte, error) {
-	if c.exhausted {
-		return nil, ErrNonceExhausted
-	}
-	c.cur = c.n
-	for i := nonceSize - 1; i >= 0; i-- {
-		c.n[i]++
-		if c.n[i] != 0 {
-			break
-		}
-		if i == 0 {
-			c.exhausted = true
-		}
-	}
-	return c.cur[:], nil
-}
-
 // inHalf is the read direction.
 //
 // buf is either small[:] or a pooled buffer (then pooled points to it).
@@ -114,6 +88,9 @@ type inHalf struct {
 	plain  []byte  // authenticated plaintext not yet returned by Read
 	eof    bool    // the connection returned io.EOF
 	err    error   // sticky
+	// nonData counts the records in a row that delivered no data (see
+	// control).
+	nonData int
 	// reset is set when a read failed with a connection reset: the peer
 	// is gone, so Close sends no close record (the write could only fail,
 	// with EPIPE and a SIGPIPE to the process).
@@ -137,6 +114,10 @@ type outHalf struct {
 	// bounds Close's wait for it.
 	wb       atomic.Pointer[writeBehind]
 	deadline atomic.Int64
+	// retired is set by Close once it no longer needs the key (its close
+	// record is out or will not be sent): a Write that then finds the Conn
+	// closed overwrites the key material Close could not reach.
+	retired atomic.Bool
 }
 
 // Buffer pools. Class i holds buffers of classSize(i) bytes: 512, then
@@ -313,7 +294,8 @@ func (in *inHalf) consume(n int) {
 }
 
 // setErr records a permanent read error, unless the error is a timeout that
-// leaves the stream intact.
+// leaves the stream intact. After a permanent error the read side's buffers
+// go back and its key material is overwritten.
 func (in *inHalf) setErr(err error) error {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -324,6 +306,7 @@ func (in *inHalf) setErr(err error) error {
 		in.reset.Store(true)
 	}
 	in.drop()
+	in.wipe()
 	return err
 }
 
@@ -357,11 +340,12 @@ func (in *inHalf) nextFrame(conn net.Conn) (hdr, body []byte, total int, err err
 	return hdr, body, total, nil
 }
 
-// readFrame reads, authenticates and decrypts frames up to the next one
-// that carries data. If its plaintext fits in p it is decrypted straight
-// into p and its length returned; otherwise it is decrypted in place and
-// left in in.plain (n = 0). A key update record moves to the peer's next
-// key; a close record returns io.EOF.
+// readFrame reads, authenticates and decrypts the next frame. If it carries
+// data that fits in p it is decrypted straight into p and its length
+// returned; otherwise it is decrypted in place and its data left in in.plain
+// (n = 0). A record that carries no data (control) returns 0 and nothing in
+// in.plain: a key update moves to the peer's next key, a close record
+// returns io.EOF.
 func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 	if in.tea != nil {
 		_, body, total, err := in.nextFrame(conn)
@@ -374,7 +358,8 @@ func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	nonce, err := in.ctr.next()
+	seq := in.seq
+	nonce, err := in.nextNonce()
 	if err != nil {
 		return 0, err
 	}
@@ -388,6 +373,7 @@ func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 		in.consume(total)
 		in.settle()
 		if typ = p[n]; typ == recordData {
+			in.nonData = 0
 			return n, nil
 		}
 	} else {
@@ -396,30 +382,49 @@ func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 			return 0, ErrAuthFailed
 		}
 		in.consume(total)
-		if typ = pt[n]; typ == recordData {
+		if typ = pt[n]; typ == recordData && n > 0 {
 			// The plaintext stays in the buffer until Read has returned
 			// all of it; the buffer is not refilled or given back before
 			// then.
+			in.nonData = 0
 			in.plain = pt[:n]
 			in.settle()
 			return 0, nil
 		}
 		in.settle()
 	}
-	return 0, in.control(typ, n)
+	return 0, in.control(typ, n, seq)
 }
 
-// control acts on a record that is not data, whose content has n bytes.
-func (in *inHalf) control(typ byte, n int) error {
+// control acts on a record that delivers no data, whose content has n bytes
+// and whose sequence number under the current key is seq: an empty data
+// record, a key update or a close record; any other type is invalid here.
+// Empty data records and key updates count as non-data records: more than
+// maxNonDataRecords in a row end the connection, and a key update is refused
+// before the current key has protected keyUpdateMinRecords records, so that
+// a peer cannot make this side work (each key update derives a key) without
+// sending data.
+func (in *inHalf) control(typ byte, n int, seq uint64) error {
 	switch typ {
-	case recordKeyUpdate, recordClose:
+	case recordData, recordKeyUpdate:
 		if n != 0 {
 			return fmt.Errorf("%w: record type 0x%02x with %d bytes of content", ErrInvalidFrame, typ, n)
 		}
-		if typ == recordClose {
-			return io.EOF
+		if in.nonData++; in.nonData > maxNonDataRecords {
+			return fmt.Errorf("%w: %d in a row, limit %d", ErrTooManyNonDataRecords, in.nonData, maxNonDataRecords)
+		}
+		if typ == recordData {
+			return nil
+		}
+		if seq < keyUpdateMinRecords {
+			return fmt.Errorf("%w: after %d records under the current key, minimum %d", ErrKeyUpdateTooSoon, seq, keyUpdateMinRecords)
 		}
 		return in.update()
+	case recordClose:
+		if n != 0 {
+			return fmt.Errorf("%w: record type 0x%02x with %d bytes of content", ErrInvalidFrame, typ, n)
+		}
+		return io.EOF
 	}
 	return fmt.Errorf("%w: record type 0x%02x", ErrInvalidFrame, typ)
 }
@@ -463,8 +468,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 			if c.closed.Load() {
 				return 0, in.setErr(ErrClosed)
 			}
-			if errors.Is(err, ErrAuthFailed) || errors.Is(err, ErrFrameTooLarge) ||
-				errors.Is(err, ErrInvalidFrame) || errors.Is(err, ErrNonceExhausted) {
+			if refused(err) {
 				c.close(false)
 			}
 			return 0, in.setErr(err)
@@ -477,6 +481,19 @@ func (c *Conn) Read(p []byte) (int, error) {
 	in.plain = in.plain[n:]
 	in.settle()
 	return n, nil
+}
+
+// refused reports whether a read error is this side's refusal of what the
+// peer sent (rather than an I/O error or the end of the stream): the Conn is
+// then closed at once, without a close record.
+func refused(err error) bool {
+	for _, e := range []error{ErrAuthFailed, ErrFrameTooLarge, ErrInvalidFrame, ErrNonceExhausted,
+		ErrKeyUpdateTooSoon, ErrTooManyNonDataRecords} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Write encrypts p and sends it. A Write of at most the negotiated maximum
@@ -497,6 +514,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, out.err
 	}
 	if c.closed.Load() {
+		if out.retired.Load() {
+			out.wipe() // Close could not take the lock from an earlier Write
+		}
 		return 0, ErrClosed
 	}
 	n := 0
@@ -507,6 +527,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 				err = ErrClosed
 			}
 			out.err = err
+			out.wipe()
 			return n, err
 		}
 		n += len(chunk)
@@ -517,14 +538,18 @@ func (c *Conn) Write(p []byte) (int, error) {
 
 // writeFrame seals one data frame into a pooled buffer and sends it,
 // preceded by a key update record when the current key has sealed its
-// share of blocks.
+// share of blocks. The key has then sealed at least keyUpdateMinRecords
+// records (TestKeyUpdateThreshold; a test's small updateAt waits for them),
+// so that the peer never refuses the update, and the update is followed by
+// this data record: a sender following this never makes the peer count more
+// than one record in a row without data.
 func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
 	if out.tea == nil {
 		limit := out.updateAt
 		if limit == 0 {
 			limit = keyUpdateBlocks
 		}
-		if out.sealed >= limit {
+		if out.sealed >= limit && out.seq >= keyUpdateMinRecords {
 			frame, err := out.sealRecord(nil, recordKeyUpdate)
 			if err != nil {
 				return err
@@ -584,7 +609,7 @@ func (out *outHalf) sealRecord(chunk []byte, typ byte) (*[]byte, error) {
 		out.tea.Encrypt(frame[frameHeaderSize:frameHeaderSize], chunk)
 		return pooled, nil
 	}
-	nonce, err := out.ctr.next()
+	nonce, err := out.nextNonce()
 	if err != nil {
 		return nil, err
 	}
@@ -633,11 +658,18 @@ func (c *Conn) close(notify bool) error {
 			c.linger()
 		}
 		c.closeErr = c.conn.Close()
-		// Give back a buffer holding part of a frame, unless a Read is
-		// in progress (it does so itself when it fails).
+		// Give back a buffer holding part of a frame and overwrite the
+		// keys, unless a Read or Write is in progress (it does so itself
+		// when it fails, or the next one when it sees the Conn closed).
 		if c.in.mu.TryLock() {
 			c.in.drop()
+			c.in.wipe()
 			c.in.mu.Unlock()
+		}
+		c.out.retired.Store(true)
+		if c.out.mu.TryLock() {
+			c.out.wipe()
+			c.out.mu.Unlock()
 		}
 	})
 	if first {
