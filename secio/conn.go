@@ -91,6 +91,18 @@ type inHalf struct {
 	// nonData counts the records in a row that delivered no data (see
 	// control).
 	nonData int
+	// mem is charged for every pooled buffer the read side holds (nil:
+	// nothing is charged); charged is what it holds now.
+	mem     MemoryBudget
+	charged int64
+	// A record too long for one buffer yet (see stage): staging is set
+	// while it arrives, pending is its length (prefix included), staged
+	// holds its first chunks in order (full), stagedLen their bytes; buf
+	// is the chunk being filled.
+	staging   bool
+	pending   int
+	staged    []*[]byte
+	stagedLen int
 	// reset is set when a read failed with a connection reset: the peer
 	// is gone, so Close sends no close record (the write could only fail,
 	// with EPIPE and a SIGPIPE to the process).
@@ -120,19 +132,29 @@ type outHalf struct {
 	retired atomic.Bool
 }
 
-// Buffer pools. Class i holds buffers of classSize(i) bytes: 512, then
-// alternately 3<<k and 1<<(k+2) bytes (768, 1 KiB, 1.5 KiB, 2 KiB, ...), so
-// that a frame wastes at most a third of its buffer, up to 24 MiB, which
-// holds the largest frame (MaxFrameSizeLimit plus framing).
+// Buffer pools. Class i holds buffers of classSize(i) bytes: up to 64 KiB,
+// 512 bytes, then alternately 3<<k and 1<<(k+2) bytes (768, 1 KiB, 1.5 KiB,
+// 2 KiB, ..., 48 KiB, 64 KiB), so that a frame wastes at most a third of its
+// buffer; above 64 KiB, sixteen classes per doubling (68 KiB, 72 KiB, ...,
+// 128 KiB, 136 KiB, ...), so that a large buffer is at most a sixteenth more
+// than it holds (a read buffer must not commit much beyond what has arrived,
+// see readAhead), up to 17 MiB, which holds the largest frame
+// (MaxFrameSizeLimit plus framing).
 const (
-	minClassShift = 9 // the smallest class is 1<<minClassShift bytes
-	numClasses    = 32
+	minClassShift = 9                               // the smallest class is 1<<minClassShift bytes
+	fineShift     = 16                              // classes above 1<<fineShift are sixteen per doubling
+	fineFirst     = 2 * (fineShift - minClassShift) // the class of 1<<fineShift
+	numClasses    = fineFirst + 1 + (24-fineShift)*16 + 1
 )
 
 var bufferPools [numClasses]sync.Pool
 
 // classSize returns the buffer size of class i.
 func classSize(i int) int {
+	if i > fineFirst {
+		k, s := fineShift+(i-fineFirst-1)/16, (i-fineFirst-1)%16+1
+		return 1<<k + s<<(k-4)
+	}
 	if i == 0 {
 		return 1 << minClassShift
 	}
@@ -149,6 +171,11 @@ func bufferClass(n int) int {
 		return 0
 	}
 	k := bits.Len(uint(n - 1)) // 1<<(k-1) < n <= 1<<k, k > minClassShift
+	if k > fineShift {
+		k-- // 1<<k < n <= 1<<(k+1): step s of sixteen
+		s := (n - 1<<k + 1<<(k-4) - 1) >> (k - 4)
+		return fineFirst + 1 + (k-fineShift)*16 + s - 1
+	}
 	i := 2 * (k - minClassShift)
 	if n <= 3<<(k-2) {
 		i--
@@ -184,26 +211,51 @@ func newConn(conn net.Conn) *Conn {
 // set, in which case it reads no further than the n-th byte. An EOF before
 // n bytes is io.EOF if nothing at all was buffered and io.ErrUnexpectedEOF
 // otherwise. The caller has checked n against its limit; in.plain is empty.
+//
+// A buffer borrowed for the bytes in hand never commits more than readAhead
+// beyond what has arrived: a longer record is read in chunks (stage) until
+// its buffer can be.
 func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 	if in.w-in.r >= n {
 		return nil
 	}
-	if len(in.buf)-in.r < n {
-		if len(in.buf) >= n {
-			// Move the unread tail to the front.
-			in.w = copy(in.buf, in.buf[in.r:in.w])
-			in.r = 0
-		} else {
-			// Borrow a buffer for the frame in hand (and, for a short one,
-			// what follows it); settle gives it back once no unread
-			// byte is left in it.
-			size := n
-			if !exact {
-				size = max(n, greedyBuffer)
+	switch size := n; {
+	case in.staging:
+		if err := in.stage(conn, n); err != nil {
+			return err
+		}
+	case len(in.buf)-in.r >= n:
+	case len(in.buf) >= n:
+		// Move the unread tail to the front.
+		in.w = copy(in.buf, in.buf[in.r:in.w])
+		in.r = 0
+	default:
+		// Borrow a buffer for the frame in hand (and, for a short one,
+		// what follows it); settle gives it back once no unread byte is
+		// left in it.
+		if !exact {
+			size = max(n, greedyBuffer)
+		}
+		if classSize(bufferClass(size))-(in.w-in.r) > readAhead {
+			if err := in.stage(conn, n); err != nil {
+				return err
 			}
-			in.borrow(size)
+		} else if err := in.borrow(size); err != nil {
+			return err
 		}
 	}
+	limit := len(in.buf)
+	if exact {
+		limit = in.r + n
+	}
+	return in.readUntil(conn, n, limit)
+}
+
+// readUntil reads from conn into in.buf[in.w:limit] until at least n
+// unread bytes are buffered. An EOF before that is io.EOF if nothing at
+// all was buffered and io.ErrUnexpectedEOF otherwise; a Reader that keeps
+// returning nothing is io.ErrNoProgress.
+func (in *inHalf) readUntil(conn net.Conn, n, limit int) error {
 	for empty := 0; in.w-in.r < n; {
 		if in.eof {
 			if in.w == in.r {
@@ -211,11 +263,7 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 			}
 			return io.ErrUnexpectedEOF
 		}
-		end := len(in.buf)
-		if exact {
-			end = in.r + n
-		}
-		m, err := conn.Read(in.buf[in.w:end])
+		m, err := conn.Read(in.buf[in.w:limit])
 		in.w += m
 		if m == 0 && err == nil {
 			// A Reader that keeps returning nothing would spin forever.
@@ -241,17 +289,22 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 }
 
 // borrow moves the unread bytes into a pooled buffer of at least size
-// bytes (giving back a pooled one in use), so that the next reads go into it.
-func (in *inHalf) borrow(size int) {
-	pooled := getBuffer(size)
+// bytes (giving back a pooled one in use), so that the next reads go into
+// it. It fails if the memory budget refuses the buffer.
+func (in *inHalf) borrow(size int) error {
+	pooled, err := in.take(size)
+	if err != nil {
+		return err
+	}
 	nb := *pooled
 	in.w = copy(nb, in.buf[in.r:in.w])
 	in.r = 0
 	if in.pooled != nil {
-		putBuffer(in.pooled)
+		in.give(in.pooled)
 	}
 	in.pooled = pooled
 	in.buf = nb
+	return nil
 }
 
 // settle gives a pooled read buffer back once no plaintext is pending in
@@ -267,19 +320,20 @@ func (in *inHalf) settle() {
 		return
 	}
 	copy(in.small[:], in.buf[in.r:in.w])
-	putBuffer(in.pooled)
+	in.give(in.pooled)
 	in.pooled = nil
 	in.buf = in.small[:]
 	in.r, in.w = 0, n
 }
 
-// drop forgets everything buffered and gives a pooled buffer back, after a
-// permanent error.
+// drop forgets everything buffered and gives pooled buffers back, after a
+// permanent error or at Close.
 func (in *inHalf) drop() {
 	in.plain = nil
 	in.r, in.w = 0, 0
+	in.unstage()
 	if in.pooled != nil {
-		putBuffer(in.pooled)
+		in.give(in.pooled)
 		in.pooled = nil
 		in.buf = in.small[:]
 	}
@@ -315,17 +369,23 @@ func (in *inHalf) setErr(err error) error {
 // length. In secure mode a connection that ends where a frame would start
 // is ErrTruncated: only a close record ends the stream cleanly.
 func (in *inHalf) nextFrame(conn net.Conn) (hdr, body []byte, total int, err error) {
-	if err := in.fill(conn, frameHeaderSize, false); err != nil {
-		if err == io.EOF && in.tea == nil {
-			err = ErrTruncated
+	if in.staging {
+		// A long record is arriving in chunks; its length prefix is in
+		// the first.
+		total = in.pending
+	} else {
+		if err := in.fill(conn, frameHeaderSize, false); err != nil {
+			if err == io.EOF && in.tea == nil {
+				err = ErrTruncated
+			}
+			return nil, nil, 0, err
 		}
-		return nil, nil, 0, err
+		length := binary.BigEndian.Uint32(in.buf[in.r:])
+		if length > uint32(in.maxLen) {
+			return nil, nil, 0, fmt.Errorf("%w: length prefix %d, limit %d", ErrFrameTooLarge, length, in.maxLen)
+		}
+		total = frameHeaderSize + int(length)
 	}
-	length := binary.BigEndian.Uint32(in.buf[in.r:])
-	if length > uint32(in.maxLen) {
-		return nil, nil, 0, fmt.Errorf("%w: length prefix %d, limit %d", ErrFrameTooLarge, length, in.maxLen)
-	}
-	total = frameHeaderSize + int(length)
 	if err := in.fill(conn, total, total >= exactReadThreshold); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
@@ -452,7 +512,21 @@ func (in *inHalf) openTEA(body []byte, total int) (int, error) {
 func (c *Conn) Read(p []byte) (int, error) {
 	in := &c.in
 	in.mu.Lock()
-	defer in.mu.Unlock()
+	n, err := c.read(p)
+	in.mu.Unlock()
+	if c.closed.Load() && in.mu.TryLock() {
+		// Close could not take the lock from this Read (or another): the
+		// last Read to let go gives the buffers and their charge back.
+		in.drop()
+		in.wipe()
+		in.mu.Unlock()
+	}
+	return n, err
+}
+
+// read is Read with c.in.mu held.
+func (c *Conn) read(p []byte) (int, error) {
+	in := &c.in
 	for len(in.plain) == 0 {
 		if in.err != nil {
 			return 0, in.err
@@ -477,6 +551,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return n, nil
 		}
 	}
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
 	n := copy(p, in.plain)
 	in.plain = in.plain[n:]
 	in.settle()
@@ -488,7 +565,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 // then closed at once, without a close record.
 func refused(err error) bool {
 	for _, e := range []error{ErrAuthFailed, ErrFrameTooLarge, ErrInvalidFrame, ErrNonceExhausted,
-		ErrKeyUpdateTooSoon, ErrTooManyNonDataRecords} {
+		ErrKeyUpdateTooSoon, ErrTooManyNonDataRecords, ErrMemoryBudget} {
 		if errors.Is(err, e) {
 			return true
 		}

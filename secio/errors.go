@@ -101,6 +101,11 @@ var (
 	// most one such record in a row. The connection is closed.
 	ErrTooManyNonDataRecords = errors.New("secio: too many records without data")
 
+	// ErrMemoryBudget reports that Config.Memory (or LegacyConfig.Memory)
+	// refused a read buffer: the Read or the handshake fails and the
+	// connection is closed (see MemoryBudget).
+	ErrMemoryBudget = errors.New("secio: memory budget exhausted")
+
 	// ErrUnsupportedVersion reports a ClientHello with a protocol version
 	// this package does not speak.
 	ErrUnsupportedVersion = errors.New("secio: unsupported protocol version")

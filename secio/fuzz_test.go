@@ -397,3 +397,94 @@ func unpadded(msg []byte) []byte {
 	}
 	return msg[:len(msg)-1]
 }
+
+// pieceConn hands its data to Read in pieces of the sizes given (cycled),
+// and at each Read checks the reader's memory: what the read side holds
+// (charged to budget) is at most readAhead beyond what has arrived of the
+// record it is receiving.
+type pieceConn struct {
+	memConn
+	t          *testing.T
+	data       []byte
+	pieces     []int
+	next, off  int
+	boundaries []int // where each record starts in data, and where data ends
+	budget     *testBudget
+}
+
+func (c *pieceConn) Read(p []byte) (int, error) {
+	// The record being received is the one that the next byte belongs to.
+	start := 0
+	for _, b := range c.boundaries {
+		if b <= c.off {
+			start = b
+		}
+	}
+	if held := c.budget.Used(); held > int64(c.off-start)+readAhead {
+		c.t.Fatalf("%d bytes of a record arrived, %d held: more than %d beyond", c.off-start, held, readAhead)
+	}
+	if c.off == len(c.data) {
+		return 0, io.EOF
+	}
+	n := min(len(p), c.pieces[c.next%len(c.pieces)], len(c.data)-c.off)
+	c.next++
+	copy(p, c.data[c.off:c.off+n])
+	c.off += n
+	return n, nil
+}
+func (c *pieceConn) Write(p []byte) (int, error) { return len(p), nil }
+func (c *pieceConn) Close() error                { return nil }
+
+// FuzzRecordBuffers reads records of sizes from a few bytes to 320 KiB that
+// arrive in pieces of any size: every record is read intact, the read side
+// never holds more than readAhead beyond what has arrived of the record in
+// hand (checked at every read of the connection), and once the close record
+// is read it holds nothing.
+func FuzzRecordBuffers(f *testing.F) {
+	f.Add([]byte{1, 0xff, 0xff, 40})
+	f.Add([]byte{3, 0x33, 0x34, 0, 10, 0x0d, 0x00, 1, 100, 255, 7})
+	f.Add([]byte{2, 0x0c, 0xcd, 0x0c, 0xcc, 0, 0, 3})
+	f.Add([]byte{4, 0, 1, 0, 2, 0x40, 0, 0x10, 0, 200, 200, 1})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) < 4 {
+			return
+		}
+		records := 1 + int(in[0])%4
+		if len(in) < 1+2*records+1 {
+			return
+		}
+		var sizes []int
+		for i := range records {
+			sizes = append(sizes, 5*int(binary.BigEndian.Uint16(in[1+2*i:])))
+		}
+		var pieces []int
+		for _, b := range in[1+2*records:] {
+			pieces = append(pieces, 1+int(b)*int(b)*4) // 1 byte to 254 KiB
+		}
+		x, y := newBufPair()
+		sa, sb := rawPair(t, x, y, aead.AES128GCM)
+		var wire, want []byte
+		var boundaries []int
+		for i, n := range sizes {
+			msg := make([]byte, n)
+			for j := range msg {
+				msg[j] = byte(i*31 + j*7)
+			}
+			boundaries = append(boundaries, len(wire))
+			wire = append(wire, sealTypeForTest(t, sa, msg, recordData)...)
+			want = append(want, msg...)
+		}
+		boundaries = append(boundaries, len(wire))
+		wire = append(wire, sealTypeForTest(t, sa, nil, recordClose)...)
+		budget := &testBudget{}
+		sb.in.mem = budget
+		sb.conn = &pieceConn{t: t, data: wire, pieces: pieces, boundaries: boundaries, budget: budget}
+		got, err := io.ReadAll(sb)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("records of %v bytes in pieces of %v: %v, data equal %v", sizes, pieces, err, bytes.Equal(got, want))
+		}
+		if budget.Used() != 0 {
+			t.Fatalf("%d bytes held after the close record", budget.Used())
+		}
+	})
+}

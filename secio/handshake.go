@@ -110,6 +110,7 @@ func handshake(ctx context.Context, conn net.Conn, cfg *Config, dialer bool) (*C
 	}
 	rc := &hs.cfg
 	hs.c = newConn(conn)
+	hs.c.in.mem = rc.memory
 	hs.th = transcriptStart
 	defer clear(hs.secret[:])
 	first := "write client hello"
@@ -269,7 +270,9 @@ func (hs *handshakeState) readMessage(limit int, first bool) (body []byte, total
 		// three. The listener does not: a stranger's first read goes into
 		// the Conn's own small array, so that a silent connection holds no
 		// pooled buffer.
-		in.borrow(dialerFlightBuffer)
+		if err := in.borrow(dialerFlightBuffer); err != nil {
+			return nil, 0, err
+		}
 	}
 	if err := in.fill(hs.c.conn, frameHeaderSize, false); err != nil {
 		return nil, 0, eofUnexpected(err)
