@@ -151,6 +151,31 @@ func BenchmarkConnWriteRead(b *testing.B) {
 	}
 }
 
+// BenchmarkConnWriteReadBudget is BenchmarkConnWriteRead with a memory
+// budget (a mutex-guarded counter, as mux.Budget is) charged for the read
+// buffers: what Config.Memory adds per record.
+func BenchmarkConnWriteReadBudget(b *testing.B) {
+	for _, size := range []int{16 << 10, 256<<10 + 48} {
+		b.Run(fmt.Sprintf("AES-128-GCM/%dKiB", size>>10), func(b *testing.B) {
+			x, y := newBufPair()
+			sa, sb := rawPair(b, x, y, aead.AES128GCM)
+			sb.in.mem = &testBudget{parent: &testBudget{}}
+			msg := make([]byte, size)
+			buf := make([]byte, size)
+			b.SetBytes(int64(len(msg)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := sa.Write(msg); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(sb, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkControlRecords is what a record costs its receiver when it carries
 // no data, against one that carries a byte: an empty data record, and a key
 // update (the receiver derives the sender's next secret, key and IV and sets
