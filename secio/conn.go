@@ -219,12 +219,13 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 	if in.w-in.r >= n {
 		return nil
 	}
-	switch size := n; {
+	switch {
 	case in.staging:
 		if err := in.stage(conn, n); err != nil {
 			return err
 		}
 	case len(in.buf)-in.r >= n:
+		// Room after the unread bytes.
 	case len(in.buf) >= n:
 		// Move the unread tail to the front.
 		in.w = copy(in.buf, in.buf[in.r:in.w])
@@ -233,6 +234,7 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 		// Borrow a buffer for the frame in hand (and, for a short one,
 		// what follows it); settle gives it back once no unread byte is
 		// left in it.
+		size := n
 		if !exact {
 			size = max(n, greedyBuffer)
 		}

@@ -9,8 +9,8 @@ import (
 // buffers its read side holds beyond the Conn's own small array (the record
 // being received, a burst of small records read at once, the plaintext of a
 // record until Read has returned all of it). Set it in Config.Memory (and
-// LegacyConfig.Memory); one budget may serve many Conns, and the root
-// package's memory budget (mux.Budget) satisfies it.
+// LegacyConfig.Memory); one budget may serve many Conns (the root package
+// passes its shared memory budget, a mux.Budget).
 //
 // A Conn reserves the whole size of a buffer before it reads into it, and
 // releases exactly that amount when it gives the buffer back: once the

@@ -466,3 +466,33 @@ func TestCloseDuringRead(t *testing.T) {
 		t.Fatalf("a Read after Close: %v", err)
 	}
 }
+
+// TestStagedRecordAfterTimeout: a long record whose first part arrived in
+// chunks survives a Read that times out: the next Read takes the rest and
+// delivers it intact.
+func TestStagedRecordAfterTimeout(t *testing.T) {
+	for _, cut := range []int{100, readAhead + 100, 5*readAhead + 7} {
+		x, y := newBufPair()
+		sa, sb := rawPair(t, x, &timeoutAfterConn{y}, aead.AES128GCM)
+		msg := make([]byte, 1<<20)
+		for i := range msg {
+			msg[i] = byte(i * 13)
+		}
+		sa.out.mu.Lock()
+		f := sealForTest(t, sa, msg)
+		sa.out.mu.Unlock()
+		x.Write(f[:cut])
+		if _, err := sb.Read(make([]byte, 10)); !isTimeout(err) {
+			t.Fatalf("cut at %d: %v, want a timeout", cut, err)
+		}
+		if !sb.in.staging {
+			t.Fatalf("cut at %d: the record is not being received in chunks", cut)
+		}
+		x.Write(f[cut:])
+		got, err := readN(sb, len(msg))
+		if err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("cut at %d: %v, data equal %v", cut, err, bytes.Equal(got, msg))
+		}
+		holdsNoBuffer(t, sb)
+	}
+}
