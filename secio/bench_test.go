@@ -1,6 +1,7 @@
 package secio
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -122,16 +123,45 @@ func loopbackDialer(b *testing.B) func() (net.Conn, net.Conn) {
 
 var benchSuites = []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305}
 
-// BenchmarkConnWriteRead sends 16 KiB writes through a pair of Conns over an
+// BenchmarkConnWriteRead sends writes through a pair of Conns over an
 // in-memory buffered connection (no TCP, one goroutine): framing, AEAD and
-// the two copies of the in-memory transport.
+// the two copies of the in-memory transport. 16 KiB is a record the reader
+// takes in one buffer; 256 KiB + 48 B is the mux's batch of four 64 KiB
+// frames, the largest record the root package sends.
 func BenchmarkConnWriteRead(b *testing.B) {
 	for _, s := range benchSuites {
-		b.Run(s.String()+"/16KiB", func(b *testing.B) {
+		for _, size := range []int{16 << 10, 256<<10 + 48} {
+			b.Run(fmt.Sprintf("%s/%dKiB", s, size>>10), func(b *testing.B) {
+				x, y := newBufPair()
+				sa, sb := rawPair(b, x, y, s)
+				msg := make([]byte, size)
+				buf := make([]byte, size)
+				b.SetBytes(int64(len(msg)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := sa.Write(msg); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.ReadFull(sb, buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkConnWriteReadBudget is BenchmarkConnWriteRead with a memory
+// budget (a mutex-guarded counter, as mux.Budget is) charged for the read
+// buffers: what Config.Memory adds per record.
+func BenchmarkConnWriteReadBudget(b *testing.B) {
+	for _, size := range []int{16 << 10, 256<<10 + 48} {
+		b.Run(fmt.Sprintf("AES-128-GCM/%dKiB", size>>10), func(b *testing.B) {
 			x, y := newBufPair()
-			sa, sb := rawPair(b, x, y, s)
-			msg := make([]byte, 16<<10)
-			buf := make([]byte, 16<<10)
+			sa, sb := rawPair(b, x, y, aead.AES128GCM)
+			sb.in.mem = &testBudget{parent: &testBudget{}}
+			msg := make([]byte, size)
+			buf := make([]byte, size)
 			b.SetBytes(int64(len(msg)))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -139,6 +169,76 @@ func BenchmarkConnWriteRead(b *testing.B) {
 					b.Fatal(err)
 				}
 				if _, err := io.ReadFull(sb, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkControlRecords is what a record costs its receiver when it carries
+// no data, against one that carries a byte: an empty data record, and a key
+// update (the receiver derives the sender's next secret, key and IV and sets
+// up its AEAD: in place with the vector kernels) as the 65th record of its
+// key, the earliest it is accepted. "hostile-mix" is the most costly stream a
+// peer can keep up without being refused, per record: four runs of 15 empty
+// records and a one-byte one, then a key update, over and over. The records
+// are sealed beforehand, a batch at a time with the timer stopped; the timed
+// loop is the receiver's readFrame alone, one record per operation.
+func BenchmarkControlRecords(b *testing.B) {
+	for _, kind := range []string{"data-1B", "empty-data", "key-update", "hostile-mix"} {
+		b.Run(kind, func(b *testing.B) {
+			x, y := newBufPair()
+			sa, sb := rawPair(b, x, y, aead.AES128GCM)
+			const batch = 16 * (keyUpdateMinRecords + 1)
+			var wire []byte
+			keyUpdate := func() {
+				wire = append(wire, sealTypeForTest(b, sa, nil, recordKeyUpdate)...)
+				if err := sa.out.update(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			seal := func() {
+				wire = wire[:0]
+				for i := range batch {
+					switch kind {
+					case "data-1B":
+						wire = append(wire, sealTypeForTest(b, sa, []byte{1}, recordData)...)
+					case "empty-data":
+						wire = append(wire, sealTypeForTest(b, sa, nil, recordData)...)
+					case "key-update":
+						sa.out.seq = keyUpdateMinRecords
+						keyUpdate()
+					default:
+						if j := i % (keyUpdateMinRecords + 1); j == keyUpdateMinRecords {
+							keyUpdate()
+						} else if j%maxNonDataRecords == maxNonDataRecords-1 {
+							wire = append(wire, sealTypeForTest(b, sa, []byte{1}, recordData)...)
+						} else {
+							wire = append(wire, sealTypeForTest(b, sa, nil, recordData)...)
+						}
+					}
+				}
+			}
+			src := &fuzzConn{r: bytes.NewReader(nil)}
+			p := make([]byte, 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%batch == 0 {
+					b.StopTimer()
+					seal()
+					src.r.Reset(wire)
+					b.StartTimer()
+				}
+				switch kind {
+				case "key-update":
+					sb.in.seq = keyUpdateMinRecords // as the sender sealed it
+					sb.in.nonData = 0               // as data records around it would
+				case "empty-data":
+					sb.in.nonData = 0
+				}
+				if _, err := sb.in.readFrame(src, p); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -363,7 +463,7 @@ func BenchmarkSealRecord(b *testing.B) {
 		for _, path := range []string{"split", "copy"} {
 			b.Run(fmt.Sprintf("%dB/path=%s", size, path), func(b *testing.B) {
 				var out outHalf
-				if err := out.setKey(aead.AES128GCM, make([]byte, 16)); err != nil {
+				if err := out.install(aead.AES128GCM, &[secretSize]byte{}); err != nil {
 					b.Fatal(err)
 				}
 				if path == "copy" {

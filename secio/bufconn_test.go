@@ -77,23 +77,22 @@ func (c *bufConn) Close() error {
 	return nil
 }
 
-// rawPair builds two secure Conns over x and y with fixed keys, without a
+// rawPair builds two secure Conns over x and y with fixed secrets, without a
 // handshake, for tests of the frame layer and benchmarks.
 func rawPair(tb testing.TB, x, y net.Conn, s aead.Suite) (*Conn, *Conn) {
 	tb.Helper()
-	k1 := make([]byte, s.KeySize())
-	k2 := make([]byte, s.KeySize())
+	var k1, k2 [secretSize]byte
 	for i := range k1 {
 		k1[i] = byte(i)
 		k2[i] = byte(100 + i)
 	}
-	mk := func(c net.Conn, out, in []byte) *Conn {
+	mk := func(c net.Conn, out, in *[secretSize]byte) *Conn {
 		sc := newConn(c)
 		var err error
-		if err = sc.out.setKey(s, out); err != nil {
+		if err = sc.out.install(s, out); err != nil {
 			tb.Fatal(err)
 		}
-		if err = sc.in.setKey(s, in); err != nil {
+		if err = sc.in.install(s, in); err != nil {
 			tb.Fatal(err)
 		}
 		sc.out.maxLen = DefaultMaxFrameSize
@@ -102,5 +101,5 @@ func rawPair(tb testing.TB, x, y net.Conn, s aead.Suite) (*Conn, *Conn) {
 		sc.secure = true
 		return sc
 	}
-	return mk(x, k1, k2), mk(y, k2, k1)
+	return mk(x, &k1, &k2), mk(y, &k2, &k1)
 }

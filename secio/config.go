@@ -84,6 +84,12 @@ type Config struct {
 	// Logger receives debug records about handshakes (never key material).
 	// Nil means silent.
 	Logger *slog.Logger
+
+	// Memory, if not nil, is charged for the read buffers each Conn holds
+	// beyond its own small array, from the handshake on; a Conn whose
+	// buffer it refuses fails with ErrMemoryBudget (see MemoryBudget). Nil
+	// charges nothing; the buffers are bounded all the same.
+	Memory MemoryBudget
 }
 
 // DefaultConfig returns a Config with every optional field set to its
@@ -169,6 +175,7 @@ type resolved struct {
 	maxFrame int
 	rand     io.Reader
 	logger   *slog.Logger
+	memory   MemoryBudget
 
 	helloTimeout time.Duration
 }
@@ -194,6 +201,7 @@ func (c *Config) withDefaults(r *resolved) error {
 		maxFrame: c.MaxFrameSize,
 		rand:     c.Rand,
 		logger:   c.Logger,
+		memory:   c.Memory,
 
 		helloTimeout: c.HelloTimeout,
 	}
@@ -217,6 +225,10 @@ type LegacyConfig struct {
 	// negotiation in legacy mode). Zero means DefaultMaxFrameSize; otherwise
 	// it must lie in [MinFrameSize, MaxFrameSizeLimit].
 	MaxFrameSize int
+
+	// Memory, if not nil, is charged for the Conn's read buffers, as
+	// Config.Memory.
+	Memory MemoryBudget
 }
 
 // DefaultLegacyConfig returns a LegacyConfig with its defaults set.

@@ -21,7 +21,8 @@ const (
 	// frameHeaderSize is the 4-byte big-endian length prefix of every frame
 	// and handshake message.
 	frameHeaderSize = 4
-	// nonceSize is the AEAD nonce: a 96-bit big-endian counter.
+	// nonceSize is the AEAD nonce: the record IV with the sequence number
+	// XORed in (recordKey.nextNonce).
 	nonceSize = 12
 	// smallRead is the size of the array each Conn owns for reading. A read
 	// that starts with nothing buffered goes into it, so that an idle
@@ -69,33 +70,6 @@ type Conn struct {
 	closeErr  error
 }
 
-// counter is a 96-bit big-endian per-direction frame counter used as the
-// AEAD nonce.
-type counter struct {
-	n         [nonceSize]byte // next value
-	cur       [nonceSize]byte // value returned by the last next
-	exhausted bool
-}
-
-// next returns the nonce to use for the next frame and advances the
-// counter; it fails once every value has been used.
-func (c *counter) next() ([]byte, error) {
-	if c.exhausted {
-		return nil, ErrNonceExhausted
-	}
-	c.cur = c.n
-	for i := nonceSize - 1; i >= 0; i-- {
-		c.n[i]++
-		if c.n[i] != 0 {
-			break
-		}
-		if i == 0 {
-			c.exhausted = true
-		}
-	}
-	return c.cur[:], nil
-}
-
 // inHalf is the read direction.
 //
 // buf is either small[:] or a pooled buffer (then pooled points to it).
@@ -114,6 +88,21 @@ type inHalf struct {
 	plain  []byte  // authenticated plaintext not yet returned by Read
 	eof    bool    // the connection returned io.EOF
 	err    error   // sticky
+	// nonData counts the records in a row that delivered no data (see
+	// control).
+	nonData int
+	// mem is charged for every pooled buffer the read side holds (nil:
+	// nothing is charged); charged is what it holds now.
+	mem     MemoryBudget
+	charged int64
+	// A record too long for one buffer yet (see stage): staging is set
+	// while it arrives, pending is its length (prefix included), staged
+	// holds its first chunks in order (full), stagedLen their bytes; buf
+	// is the chunk being filled.
+	staging   bool
+	pending   int
+	staged    []*[]byte
+	stagedLen int
 	// reset is set when a read failed with a connection reset: the peer
 	// is gone, so Close sends no close record (the write could only fail,
 	// with EPIPE and a SIGPIPE to the process).
@@ -137,21 +126,35 @@ type outHalf struct {
 	// bounds Close's wait for it.
 	wb       atomic.Pointer[writeBehind]
 	deadline atomic.Int64
+	// retired is set by Close once it no longer needs the key (its close
+	// record is out or will not be sent): a Write that then finds the Conn
+	// closed overwrites the key material Close could not reach.
+	retired atomic.Bool
 }
 
-// Buffer pools. Class i holds buffers of classSize(i) bytes: 512, then
-// alternately 3<<k and 1<<(k+2) bytes (768, 1 KiB, 1.5 KiB, 2 KiB, ...), so
-// that a frame wastes at most a third of its buffer, up to 24 MiB, which
-// holds the largest frame (MaxFrameSizeLimit plus framing).
+// Buffer pools. Class i holds buffers of classSize(i) bytes: up to 64 KiB,
+// 512 bytes, then alternately 3<<k and 1<<(k+2) bytes (768, 1 KiB, 1.5 KiB,
+// 2 KiB, ..., 48 KiB, 64 KiB), so that a frame wastes at most a third of its
+// buffer; above 64 KiB, sixteen classes per doubling (68 KiB, 72 KiB, ...,
+// 128 KiB, 136 KiB, ...), so that a large buffer is at most a sixteenth more
+// than it holds (a read buffer must not commit much beyond what has arrived,
+// see readAhead), up to 17 MiB, which holds the largest frame
+// (MaxFrameSizeLimit plus framing).
 const (
-	minClassShift = 9 // the smallest class is 1<<minClassShift bytes
-	numClasses    = 32
+	minClassShift = 9                               // the smallest class is 1<<minClassShift bytes
+	fineShift     = 16                              // classes above 1<<fineShift are sixteen per doubling
+	fineFirst     = 2 * (fineShift - minClassShift) // the class of 1<<fineShift
+	numClasses    = fineFirst + 1 + (24-fineShift)*16 + 1
 )
 
 var bufferPools [numClasses]sync.Pool
 
 // classSize returns the buffer size of class i.
 func classSize(i int) int {
+	if i > fineFirst {
+		k, s := fineShift+(i-fineFirst-1)/16, (i-fineFirst-1)%16+1
+		return 1<<k + s<<(k-4)
+	}
 	if i == 0 {
 		return 1 << minClassShift
 	}
@@ -168,6 +171,11 @@ func bufferClass(n int) int {
 		return 0
 	}
 	k := bits.Len(uint(n - 1)) // 1<<(k-1) < n <= 1<<k, k > minClassShift
+	if k > fineShift {
+		k-- // 1<<k < n <= 1<<(k+1): step s of sixteen
+		s := (n - 1<<k + 1<<(k-4) - 1) >> (k - 4)
+		return fineFirst + 1 + (k-fineShift)*16 + s - 1
+	}
 	i := 2 * (k - minClassShift)
 	if n <= 3<<(k-2) {
 		i--
@@ -203,26 +211,53 @@ func newConn(conn net.Conn) *Conn {
 // set, in which case it reads no further than the n-th byte. An EOF before
 // n bytes is io.EOF if nothing at all was buffered and io.ErrUnexpectedEOF
 // otherwise. The caller has checked n against its limit; in.plain is empty.
+//
+// A buffer borrowed for the bytes in hand never commits more than readAhead
+// beyond what has arrived: a longer record is read in chunks (stage) until
+// its buffer can be.
 func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 	if in.w-in.r >= n {
 		return nil
 	}
-	if len(in.buf)-in.r < n {
-		if len(in.buf) >= n {
-			// Move the unread tail to the front.
-			in.w = copy(in.buf, in.buf[in.r:in.w])
-			in.r = 0
-		} else {
-			// Borrow a buffer for the frame in hand (and, for a short one,
-			// what follows it); settle gives it back once no unread
-			// byte is left in it.
-			size := n
-			if !exact {
-				size = max(n, greedyBuffer)
+	switch {
+	case in.staging:
+		if err := in.stage(conn, n); err != nil {
+			return err
+		}
+	case len(in.buf)-in.r >= n:
+		// Room after the unread bytes.
+	case len(in.buf) >= n:
+		// Move the unread tail to the front.
+		in.w = copy(in.buf, in.buf[in.r:in.w])
+		in.r = 0
+	default:
+		// Borrow a buffer for the frame in hand (and, for a short one,
+		// what follows it); settle gives it back once no unread byte is
+		// left in it.
+		size := n
+		if !exact {
+			size = max(n, greedyBuffer)
+		}
+		if classSize(bufferClass(size))-(in.w-in.r) > readAhead {
+			if err := in.stage(conn, n); err != nil {
+				return err
 			}
-			in.borrow(size)
+		} else if err := in.borrow(size); err != nil {
+			return err
 		}
 	}
+	limit := len(in.buf)
+	if exact {
+		limit = in.r + n
+	}
+	return in.readUntil(conn, n, limit)
+}
+
+// readUntil reads from conn into in.buf[in.w:limit] until at least n
+// unread bytes are buffered. An EOF before that is io.EOF if nothing at
+// all was buffered and io.ErrUnexpectedEOF otherwise; a Reader that keeps
+// returning nothing is io.ErrNoProgress.
+func (in *inHalf) readUntil(conn net.Conn, n, limit int) error {
 	for empty := 0; in.w-in.r < n; {
 		if in.eof {
 			if in.w == in.r {
@@ -230,11 +265,7 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 			}
 			return io.ErrUnexpectedEOF
 		}
-		end := len(in.buf)
-		if exact {
-			end = in.r + n
-		}
-		m, err := conn.Read(in.buf[in.w:end])
+		m, err := conn.Read(in.buf[in.w:limit])
 		in.w += m
 		if m == 0 && err == nil {
 			// A Reader that keeps returning nothing would spin forever.
@@ -260,17 +291,22 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 }
 
 // borrow moves the unread bytes into a pooled buffer of at least size
-// bytes (giving back a pooled one in use), so that the next reads go into it.
-func (in *inHalf) borrow(size int) {
-	pooled := getBuffer(size)
+// bytes (giving back a pooled one in use), so that the next reads go into
+// it. It fails if the memory budget refuses the buffer.
+func (in *inHalf) borrow(size int) error {
+	pooled, err := in.take(size)
+	if err != nil {
+		return err
+	}
 	nb := *pooled
 	in.w = copy(nb, in.buf[in.r:in.w])
 	in.r = 0
 	if in.pooled != nil {
-		putBuffer(in.pooled)
+		in.give(in.pooled)
 	}
 	in.pooled = pooled
 	in.buf = nb
+	return nil
 }
 
 // settle gives a pooled read buffer back once no plaintext is pending in
@@ -286,19 +322,20 @@ func (in *inHalf) settle() {
 		return
 	}
 	copy(in.small[:], in.buf[in.r:in.w])
-	putBuffer(in.pooled)
+	in.give(in.pooled)
 	in.pooled = nil
 	in.buf = in.small[:]
 	in.r, in.w = 0, n
 }
 
-// drop forgets everything buffered and gives a pooled buffer back, after a
-// permanent error.
+// drop forgets everything buffered and gives pooled buffers back, after a
+// permanent error or at Close.
 func (in *inHalf) drop() {
 	in.plain = nil
 	in.r, in.w = 0, 0
+	in.unstage()
 	if in.pooled != nil {
-		putBuffer(in.pooled)
+		in.give(in.pooled)
 		in.pooled = nil
 		in.buf = in.small[:]
 	}
@@ -313,7 +350,8 @@ func (in *inHalf) consume(n int) {
 }
 
 // setErr records a permanent read error, unless the error is a timeout that
-// leaves the stream intact.
+// leaves the stream intact. After a permanent error the read side's buffers
+// go back and its key material is overwritten.
 func (in *inHalf) setErr(err error) error {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -324,6 +362,7 @@ func (in *inHalf) setErr(err error) error {
 		in.reset.Store(true)
 	}
 	in.drop()
+	in.wipe()
 	return err
 }
 
@@ -332,17 +371,23 @@ func (in *inHalf) setErr(err error) error {
 // length. In secure mode a connection that ends where a frame would start
 // is ErrTruncated: only a close record ends the stream cleanly.
 func (in *inHalf) nextFrame(conn net.Conn) (hdr, body []byte, total int, err error) {
-	if err := in.fill(conn, frameHeaderSize, false); err != nil {
-		if err == io.EOF && in.tea == nil {
-			err = ErrTruncated
+	if in.staging {
+		// A long record is arriving in chunks; its length prefix is in
+		// the first.
+		total = in.pending
+	} else {
+		if err := in.fill(conn, frameHeaderSize, false); err != nil {
+			if err == io.EOF && in.tea == nil {
+				err = ErrTruncated
+			}
+			return nil, nil, 0, err
 		}
-		return nil, nil, 0, err
+		length := binary.BigEndian.Uint32(in.buf[in.r:])
+		if length > uint32(in.maxLen) {
+			return nil, nil, 0, fmt.Errorf("%w: length prefix %d, limit %d", ErrFrameTooLarge, length, in.maxLen)
+		}
+		total = frameHeaderSize + int(length)
 	}
-	length := binary.BigEndian.Uint32(in.buf[in.r:])
-	if length > uint32(in.maxLen) {
-		return nil, nil, 0, fmt.Errorf("%w: length prefix %d, limit %d", ErrFrameTooLarge, length, in.maxLen)
-	}
-	total = frameHeaderSize + int(length)
 	if err := in.fill(conn, total, total >= exactReadThreshold); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
@@ -357,11 +402,12 @@ func (in *inHalf) nextFrame(conn net.Conn) (hdr, body []byte, total int, err err
 	return hdr, body, total, nil
 }
 
-// readFrame reads, authenticates and decrypts frames up to the next one
-// that carries data. If its plaintext fits in p it is decrypted straight
-// into p and its length returned; otherwise it is decrypted in place and
-// left in in.plain (n = 0). A key update record moves to the peer's next
-// key; a close record returns io.EOF.
+// readFrame reads, authenticates and decrypts the next frame. If it carries
+// data that fits in p it is decrypted straight into p and its length
+// returned; otherwise it is decrypted in place and its data left in in.plain
+// (n = 0). A record that carries no data (control) returns 0 and nothing in
+// in.plain: a key update moves to the peer's next key, a close record
+// returns io.EOF.
 func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 	if in.tea != nil {
 		_, body, total, err := in.nextFrame(conn)
@@ -374,7 +420,8 @@ func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	nonce, err := in.ctr.next()
+	seq := in.seq
+	nonce, err := in.nextNonce()
 	if err != nil {
 		return 0, err
 	}
@@ -388,6 +435,7 @@ func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 		in.consume(total)
 		in.settle()
 		if typ = p[n]; typ == recordData {
+			in.nonData = 0
 			return n, nil
 		}
 	} else {
@@ -396,30 +444,49 @@ func (in *inHalf) readFrame(conn net.Conn, p []byte) (int, error) {
 			return 0, ErrAuthFailed
 		}
 		in.consume(total)
-		if typ = pt[n]; typ == recordData {
+		if typ = pt[n]; typ == recordData && n > 0 {
 			// The plaintext stays in the buffer until Read has returned
 			// all of it; the buffer is not refilled or given back before
 			// then.
+			in.nonData = 0
 			in.plain = pt[:n]
 			in.settle()
 			return 0, nil
 		}
 		in.settle()
 	}
-	return 0, in.control(typ, n)
+	return 0, in.control(typ, n, seq)
 }
 
-// control acts on a record that is not data, whose content has n bytes.
-func (in *inHalf) control(typ byte, n int) error {
+// control acts on a record that delivers no data, whose content has n bytes
+// and whose sequence number under the current key is seq: an empty data
+// record, a key update or a close record; any other type is invalid here.
+// Empty data records and key updates count as non-data records: more than
+// maxNonDataRecords in a row end the connection, and a key update is refused
+// before the current key has protected keyUpdateMinRecords records, so that
+// a peer cannot make this side work (each key update derives a key) without
+// sending data.
+func (in *inHalf) control(typ byte, n int, seq uint64) error {
 	switch typ {
-	case recordKeyUpdate, recordClose:
+	case recordData, recordKeyUpdate:
 		if n != 0 {
 			return fmt.Errorf("%w: record type 0x%02x with %d bytes of content", ErrInvalidFrame, typ, n)
 		}
-		if typ == recordClose {
-			return io.EOF
+		if in.nonData++; in.nonData > maxNonDataRecords {
+			return fmt.Errorf("%w: %d in a row, limit %d", ErrTooManyNonDataRecords, in.nonData, maxNonDataRecords)
+		}
+		if typ == recordData {
+			return nil
+		}
+		if seq < keyUpdateMinRecords {
+			return fmt.Errorf("%w: after %d records under the current key, minimum %d", ErrKeyUpdateTooSoon, seq, keyUpdateMinRecords)
 		}
 		return in.update()
+	case recordClose:
+		if n != 0 {
+			return fmt.Errorf("%w: record type 0x%02x with %d bytes of content", ErrInvalidFrame, typ, n)
+		}
+		return io.EOF
 	}
 	return fmt.Errorf("%w: record type 0x%02x", ErrInvalidFrame, typ)
 }
@@ -447,7 +514,21 @@ func (in *inHalf) openTEA(body []byte, total int) (int, error) {
 func (c *Conn) Read(p []byte) (int, error) {
 	in := &c.in
 	in.mu.Lock()
-	defer in.mu.Unlock()
+	n, err := c.read(p)
+	in.mu.Unlock()
+	if c.closed.Load() && in.mu.TryLock() {
+		// Close could not take the lock from this Read (or another): the
+		// last Read to let go gives the buffers and their charge back.
+		in.drop()
+		in.wipe()
+		in.mu.Unlock()
+	}
+	return n, err
+}
+
+// read is Read with c.in.mu held.
+func (c *Conn) read(p []byte) (int, error) {
+	in := &c.in
 	for len(in.plain) == 0 {
 		if in.err != nil {
 			return 0, in.err
@@ -463,8 +544,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 			if c.closed.Load() {
 				return 0, in.setErr(ErrClosed)
 			}
-			if errors.Is(err, ErrAuthFailed) || errors.Is(err, ErrFrameTooLarge) ||
-				errors.Is(err, ErrInvalidFrame) || errors.Is(err, ErrNonceExhausted) {
+			if refused(err) {
 				c.close(false)
 			}
 			return 0, in.setErr(err)
@@ -473,10 +553,26 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return n, nil
 		}
 	}
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
 	n := copy(p, in.plain)
 	in.plain = in.plain[n:]
 	in.settle()
 	return n, nil
+}
+
+// refused reports whether a read error is this side's refusal of what the
+// peer sent (rather than an I/O error or the end of the stream): the Conn is
+// then closed at once, without a close record.
+func refused(err error) bool {
+	for _, e := range []error{ErrAuthFailed, ErrFrameTooLarge, ErrInvalidFrame, ErrNonceExhausted,
+		ErrKeyUpdateTooSoon, ErrTooManyNonDataRecords, ErrMemoryBudget} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Write encrypts p and sends it. A Write of at most the negotiated maximum
@@ -497,6 +593,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, out.err
 	}
 	if c.closed.Load() {
+		if out.retired.Load() {
+			out.wipe() // Close could not take the lock from an earlier Write
+		}
 		return 0, ErrClosed
 	}
 	n := 0
@@ -507,6 +606,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 				err = ErrClosed
 			}
 			out.err = err
+			out.wipe()
 			return n, err
 		}
 		n += len(chunk)
@@ -517,14 +617,18 @@ func (c *Conn) Write(p []byte) (int, error) {
 
 // writeFrame seals one data frame into a pooled buffer and sends it,
 // preceded by a key update record when the current key has sealed its
-// share of blocks.
+// share of blocks. The key has then sealed at least keyUpdateMinRecords
+// records (TestKeyUpdateThreshold; a test's small updateAt waits for them),
+// so that the peer never refuses the update, and the update is followed by
+// this data record: a sender following this never makes the peer count more
+// than one record in a row without data.
 func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
 	if out.tea == nil {
 		limit := out.updateAt
 		if limit == 0 {
 			limit = keyUpdateBlocks
 		}
-		if out.sealed >= limit {
+		if out.sealed >= limit && out.seq >= keyUpdateMinRecords {
 			frame, err := out.sealRecord(nil, recordKeyUpdate)
 			if err != nil {
 				return err
@@ -584,7 +688,7 @@ func (out *outHalf) sealRecord(chunk []byte, typ byte) (*[]byte, error) {
 		out.tea.Encrypt(frame[frameHeaderSize:frameHeaderSize], chunk)
 		return pooled, nil
 	}
-	nonce, err := out.ctr.next()
+	nonce, err := out.nextNonce()
 	if err != nil {
 		return nil, err
 	}
@@ -633,11 +737,18 @@ func (c *Conn) close(notify bool) error {
 			c.linger()
 		}
 		c.closeErr = c.conn.Close()
-		// Give back a buffer holding part of a frame, unless a Read is
-		// in progress (it does so itself when it fails).
+		// Give back a buffer holding part of a frame and overwrite the
+		// keys, unless a Read or Write is in progress (it does so itself
+		// when it fails, or the next one when it sees the Conn closed).
 		if c.in.mu.TryLock() {
 			c.in.drop()
+			c.in.wipe()
 			c.in.mu.Unlock()
+		}
+		c.out.retired.Store(true)
+		if c.out.mu.TryLock() {
+			c.out.wipe()
+			c.out.mu.Unlock()
 		}
 	})
 	if first {

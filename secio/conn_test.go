@@ -251,7 +251,7 @@ func sealForTest(t testing.TB, c *Conn, p []byte) []byte {
 // sealTypeForTest builds the next frame of record type typ.
 func sealTypeForTest(t testing.TB, c *Conn, p []byte, typ byte) []byte {
 	t.Helper()
-	nonce, err := c.out.ctr.next()
+	nonce, err := c.out.nextNonce()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,41 +260,48 @@ func sealTypeForTest(t testing.TB, c *Conn, p []byte, typ byte) []byte {
 	return c.out.aead.Seal(f, nonce, pt, f[:4])
 }
 
-func TestNonceCounter(t *testing.T) {
-	var c counter
-	n, _ := c.next()
-	if !bytes.Equal(n, make([]byte, 12)) {
-		t.Fatalf("first nonce %x", n)
+// TestNonce: a record's nonce is the key's IV with the sequence number XORed
+// into its last 8 bytes; the sequence number starts at zero with each key and
+// fails, never wraps, after its last value.
+func TestNonce(t *testing.T) {
+	var k recordKey
+	k.iv = [nonceSize]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	for seq, want := range [][nonceSize]byte{
+		{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+		{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13},
+		{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 14},
+		{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 15},
+	} {
+		if n, err := k.nextNonce(); err != nil || !bytes.Equal(n, want[:]) {
+			t.Fatalf("sequence number %d: nonce %x, %v; want %x", seq, n, err, want)
+		}
 	}
-	n, _ = c.next()
-	if n[11] != 1 {
-		t.Fatalf("second nonce %x", n)
+	k.seq = 1<<32 | 0x0f
+	if n, _ := k.nextNonce(); !bytes.Equal(n, []byte{1, 2, 3, 4, 5, 6, 7, 9, 9, 10, 11, 3}) {
+		t.Fatalf("carry across 32 bits: %x", n)
 	}
-	c.n = [12]byte{0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-	c.next()
-	if c.n != [12]byte{0, 0, 0, 1} {
-		t.Fatalf("carry: %x", c.n)
-	}
-	for i := range c.n {
-		c.n[i] = 0xff
-	}
-	c.n[11] = 0xfe
-	if _, err := c.next(); err != nil {
+	k.seq = 1<<64 - 2
+	if _, err := k.nextNonce(); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.next(); err != nil || !bytes.Equal(n, bytes.Repeat([]byte{0xff}, 12)) {
+	if n, err := k.nextNonce(); err != nil || !bytes.Equal(n, []byte{1, 2, 3, 4, 0xfa, 0xf9, 0xf8, 0xf7, 0xf6, 0xf5, 0xf4, 0xf3}) {
 		t.Fatalf("last nonce %x, %v", n, err)
 	}
-	if _, err := c.next(); !errors.Is(err, ErrNonceExhausted) {
-		t.Fatalf("after wrap: %v", err)
+	if _, err := k.nextNonce(); !errors.Is(err, ErrNonceExhausted) {
+		t.Fatalf("after the last sequence number: %v", err)
+	}
+	// A new key starts again at zero.
+	if err := k.install(aead.AES128GCM, &[secretSize]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := k.nextNonce(); err != nil || !bytes.Equal(n, k.iv[:]) {
+		t.Fatalf("first nonce of a new key %x, %v; want its IV %x", n, err, k.iv)
 	}
 }
 
 func TestNonceExhaustedEndsConn(t *testing.T) {
 	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
-	for i := range sa.out.ctr.n {
-		sa.out.ctr.n[i] = 0xff
-	}
+	sa.out.seq = 1<<64 - 1
 	if _, err := sa.Write([]byte("last")); err != nil {
 		t.Fatal(err)
 	}
@@ -304,9 +311,7 @@ func TestNonceExhaustedEndsConn(t *testing.T) {
 	if _, err := sa.Write([]byte("again")); !errors.Is(err, ErrNonceExhausted) {
 		t.Fatalf("sticky: %v", err)
 	}
-	for i := range sb.in.ctr.n {
-		sb.in.ctr.n[i] = 0xff
-	}
+	sb.in.seq = 1<<64 - 1
 	if got, err := readN(sb, 4); err != nil || string(got) != "last" {
 		t.Fatalf("read: %q %v", got, err)
 	}

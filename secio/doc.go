@@ -29,12 +29,22 @@
 //
 // Every encrypted frame is a 4-byte big-endian length, then the AEAD
 // ciphertext of its content followed by a record type (data, key update,
-// close), and the tag; the length prefix is the additional data and the
-// nonce is a 96-bit per-direction counter that restarts with each key. One
-// Write of at most the negotiated frame size is one record and one write on
-// the underlying connection. Each direction moves to its next key after
-// 2^32 AES blocks, announced by a key update record. Close sends a close
+// close), and the tag; the length prefix is the additional data. Each
+// direction has a secret from which its record key and a secret 12-byte IV
+// are derived; a record's nonce is the IV XOR its sequence number under
+// that key (RFC 8446 section 5.3). One Write of at most the negotiated frame
+// size is one record and one write on the underlying connection. Each
+// direction moves to its next secret, key and IV after 2^32 AES blocks,
+// announced by a key update record; a key update before the 65th record of
+// its key ([ErrKeyUpdateTooSoon]) and more than 16 records in a row without
+// data ([ErrTooManyNonDataRecords]) end the connection. Close sends a close
 // record; a connection that ends without one reads as [ErrTruncated].
+//
+// # Memory
+//
+// An idle Conn holds no buffer. A record's buffer never commits more than
+// 64 KiB beyond what has arrived of it, and every read buffer can be charged
+// to a [MemoryBudget] (Config.Memory).
 //
 // # Legacy TEA
 //

@@ -88,6 +88,24 @@ var (
 	// wrap; the connection must be replaced.
 	ErrNonceExhausted = errors.New("secio: nonce counter exhausted")
 
+	// ErrKeyUpdateTooSoon reports a key update record that arrived before
+	// the peer's current key had protected 64 records (its sequence number
+	// under that key below 64). A key update costs its receiver a key
+	// derivation and a new key schedule; a peer that updates that often
+	// makes it work for nothing. The connection is closed.
+	ErrKeyUpdateTooSoon = errors.New("secio: key update too soon")
+
+	// ErrTooManyNonDataRecords reports more than 16 records in a row that
+	// delivered no data: empty data records and key updates (as crypto/tls
+	// counts useless records). A sender following this package sends at
+	// most one such record in a row. The connection is closed.
+	ErrTooManyNonDataRecords = errors.New("secio: too many records without data")
+
+	// ErrMemoryBudget reports that Config.Memory (or LegacyConfig.Memory)
+	// refused a read buffer: the Read or the handshake fails and the
+	// connection is closed (see MemoryBudget).
+	ErrMemoryBudget = errors.New("secio: memory budget exhausted")
+
 	// ErrUnsupportedVersion reports a ClientHello with a protocol version
 	// this package does not speak.
 	ErrUnsupportedVersion = errors.New("secio: unsupported protocol version")

@@ -31,7 +31,7 @@ func FuzzHandshakeMessages(f *testing.F) {
 	f.Add(appendHelloRetry(nil, X25519)[4:])
 	f.Add(appendAuth(nil, msgListenerAuth, make([]byte, 32), make([]byte, 64)))
 	f.Add(appendAuth(nil, msgDialerAuth, make([]byte, 32), make([]byte, 64)))
-	f.Add([]byte{msgClientHello, 0, 2})
+	f.Add([]byte{msgClientHello, 0, 3})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if len(body) > MaxHandshakeMessage {
@@ -259,7 +259,7 @@ func dialerWith(conn net.Conn, cfg *Config, pt []byte) error {
 	}
 	hs.th.Write(hdr)
 	hs.th.Write(body)
-	nonce, _ := in.ctr.next()
+	nonce, _ := in.nextNonce()
 	if _, err := in.aead.Open(body[:0], nonce, body, hdr); err != nil {
 		return err
 	}
@@ -268,41 +268,82 @@ func dialerWith(conn net.Conn, cfg *Config, pt []byte) error {
 }
 
 // FuzzRecords drives the record layer with a sequence of records sealed
-// under the right keys: data, key updates (the sender moves to its next
-// key after sealing one, or, for a desynchronised sender, does not), close
-// records, records of unknown type, and control records with content. The
-// reader must deliver exactly the data records before the first bad one,
-// in order, follow every key update, stop at a close record with io.EOF,
-// and fail every other way with a typed error.
+// under the right keys: data (empty or not), key updates (the sender moves to
+// its next key after sealing one, or, for a desynchronised sender, does not),
+// close records, records of unknown type, and control records with content.
+// The reader must deliver exactly the data records before the first bad one,
+// in order, follow every key update that comes after keyUpdateMinRecords
+// records under its key and refuse an earlier one (ErrKeyUpdateTooSoon),
+// refuse the record after maxNonDataRecords in a row without data
+// (ErrTooManyNonDataRecords), stop at a close record with io.EOF, and fail
+// every other way with a typed error.
 func FuzzRecords(f *testing.F) {
 	f.Add([]byte{0, 3, 'a', 'b', 'c', 1, 0, 0, 2, 'h', 'i', 3, 0})
-	f.Add([]byte{1, 0, 1, 0, 1, 0, 0, 1, 'x'})
-	f.Add([]byte{2, 0, 0, 1, 'x'})
+	f.Add([]byte{6, 64, 1, 0, 1, 0, 6, 64, 1, 0, 0, 1, 'x'})
+	f.Add([]byte{6, 70, 2, 0, 0, 1, 'x'})
 	f.Add([]byte{4, 1, 0x07})
 	f.Add([]byte{5, 1, 'x'})
+	f.Add([]byte{7, 16, 0, 1, 'x', 7, 17})
+	f.Add([]byte{6, 63, 7, 15, 1, 0, 0, 1, 'x'})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		x, y := newBufPair()
 		sa, sb := rawPair(t, x, y, aead.AES128GCM)
 		var wire, want []byte
 		var wantErr error
+		nonData := 0 // records in a row without data, as the reader counts them
+		// noData adds a record that delivers no data to the count and
+		// reports whether the reader refuses it for that.
+		noData := func() bool {
+			if nonData++; nonData > maxNonDataRecords {
+				wantErr = ErrTooManyNonDataRecords
+				return true
+			}
+			return false
+		}
+		// keyUpdate seals a key update and reports whether the reader
+		// accepts it.
+		keyUpdate := func() bool {
+			seq := sa.out.seq
+			wire = append(wire, sealTypeForTest(t, sa, nil, recordKeyUpdate)...)
+			if noData() {
+				return false
+			}
+			if seq < keyUpdateMinRecords {
+				wantErr = ErrKeyUpdateTooSoon
+				return false
+			}
+			return true
+		}
+		data := func(content []byte) {
+			wire = append(wire, sealTypeForTest(t, sa, content, recordData)...)
+			if len(content) == 0 {
+				noData()
+				return
+			}
+			nonData = 0
+			want = append(want, content...)
+		}
 		for len(ops) >= 2 && wantErr == nil {
-			op, n := ops[0]%6, int(ops[1])
+			op, n := ops[0]%8, int(ops[1])
 			ops = ops[2:]
 			content := ops[:min(n, len(ops))]
-			ops = ops[len(content):]
+			switch op {
+			case 0, 3, 4, 5:
+				ops = ops[len(content):]
+			}
 			switch op {
 			case 0: // data
-				wire = append(wire, sealTypeForTest(t, sa, content, recordData)...)
-				want = append(want, content...)
+				data(content)
 			case 1: // key update, then the sender moves on
-				wire = append(wire, sealTypeForTest(t, sa, nil, recordKeyUpdate)...)
+				keyUpdate()
 				if err := sa.out.update(); err != nil {
 					t.Fatal(err)
 				}
 			case 2: // key update announced, old key kept: the next frame fails
-				wire = append(wire, sealTypeForTest(t, sa, nil, recordKeyUpdate)...)
-				wire = append(wire, sealTypeForTest(t, sa, []byte("x"), recordData)...)
-				wantErr = ErrAuthFailed
+				if keyUpdate() {
+					wire = append(wire, sealTypeForTest(t, sa, []byte("x"), recordData)...)
+					wantErr = ErrAuthFailed
+				}
 			case 3:
 				wire = append(wire, sealTypeForTest(t, sa, nil, recordClose)...)
 				wantErr = io.EOF
@@ -319,6 +360,14 @@ func FuzzRecords(f *testing.F) {
 				}
 				wire = append(wire, sealTypeForTest(t, sa, content, recordKeyUpdate)...)
 				wantErr = ErrInvalidFrame
+			case 6: // n one-byte data records
+				for i := 0; i < n && wantErr == nil; i++ {
+					data([]byte{byte(i)})
+				}
+			case 7: // n empty data records
+				for i := 0; i < n && wantErr == nil; i++ {
+					data(nil)
+				}
 			}
 		}
 		if wantErr == nil {
@@ -347,4 +396,95 @@ func unpadded(msg []byte) []byte {
 		return msg[:n-2]
 	}
 	return msg[:len(msg)-1]
+}
+
+// pieceConn hands its data to Read in pieces of the sizes given (cycled),
+// and at each Read checks the reader's memory: what the read side holds
+// (charged to budget) is at most readAhead beyond what has arrived of the
+// record it is receiving.
+type pieceConn struct {
+	memConn
+	t          *testing.T
+	data       []byte
+	pieces     []int
+	next, off  int
+	boundaries []int // where each record starts in data, and where data ends
+	budget     *testBudget
+}
+
+func (c *pieceConn) Read(p []byte) (int, error) {
+	// The record being received is the one that the next byte belongs to.
+	start := 0
+	for _, b := range c.boundaries {
+		if b <= c.off {
+			start = b
+		}
+	}
+	if held := c.budget.Used(); held > int64(c.off-start)+readAhead {
+		c.t.Fatalf("%d bytes of a record arrived, %d held: more than %d beyond", c.off-start, held, readAhead)
+	}
+	if c.off == len(c.data) {
+		return 0, io.EOF
+	}
+	n := min(len(p), c.pieces[c.next%len(c.pieces)], len(c.data)-c.off)
+	c.next++
+	copy(p, c.data[c.off:c.off+n])
+	c.off += n
+	return n, nil
+}
+func (c *pieceConn) Write(p []byte) (int, error) { return len(p), nil }
+func (c *pieceConn) Close() error                { return nil }
+
+// FuzzRecordBuffers reads records of sizes from a few bytes to 320 KiB that
+// arrive in pieces of any size: every record is read intact, the read side
+// never holds more than readAhead beyond what has arrived of the record in
+// hand (checked at every read of the connection), and once the close record
+// is read it holds nothing.
+func FuzzRecordBuffers(f *testing.F) {
+	f.Add([]byte{1, 0xff, 0xff, 40})
+	f.Add([]byte{3, 0x33, 0x34, 0, 10, 0x0d, 0x00, 1, 100, 255, 7})
+	f.Add([]byte{2, 0x0c, 0xcd, 0x0c, 0xcc, 0, 0, 3})
+	f.Add([]byte{4, 0, 1, 0, 2, 0x40, 0, 0x10, 0, 200, 200, 1})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) < 4 {
+			return
+		}
+		records := 1 + int(in[0])%4
+		if len(in) < 1+2*records+1 {
+			return
+		}
+		var sizes []int
+		for i := range records {
+			sizes = append(sizes, 5*int(binary.BigEndian.Uint16(in[1+2*i:])))
+		}
+		var pieces []int
+		for _, b := range in[1+2*records:] {
+			pieces = append(pieces, 1+int(b)*int(b)*4) // 1 byte to 254 KiB
+		}
+		x, y := newBufPair()
+		sa, sb := rawPair(t, x, y, aead.AES128GCM)
+		var wire, want []byte
+		var boundaries []int
+		for i, n := range sizes {
+			msg := make([]byte, n)
+			for j := range msg {
+				msg[j] = byte(i*31 + j*7)
+			}
+			boundaries = append(boundaries, len(wire))
+			wire = append(wire, sealTypeForTest(t, sa, msg, recordData)...)
+			want = append(want, msg...)
+		}
+		boundaries = append(boundaries, len(wire))
+		wire = append(wire, sealTypeForTest(t, sa, nil, recordClose)...)
+		budget := &testBudget{}
+		sb.in.mem = budget
+		sb.conn = &pieceConn{t: t, data: wire, pieces: pieces, boundaries: boundaries, budget: budget}
+		got, err := io.ReadAll(sb)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("records of %v bytes in pieces of %v: %v, data equal %v", sizes, pieces, err, bytes.Equal(got, want))
+		}
+		if budget.Used() != 0 {
+			t.Fatalf("%d bytes held after the close record", budget.Used())
+		}
+	})
 }

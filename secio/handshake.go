@@ -15,15 +15,18 @@ import (
 )
 
 // Context strings for BLAKE3 in derive-key mode, and the signature prefix.
-// Each use of a secret has its own context, and each direction its own key.
+// Each use of a secret has its own context, and each direction its own
+// secret (docs/secio.md section 4).
 const (
-	contextTranscript   = "tendril 2026-12-01 secio v2 transcript"
-	contextHandshakeD2L = "tendril 2026-12-01 secio v2 handshake key dialer-to-listener"
-	contextHandshakeL2D = "tendril 2026-12-01 secio v2 handshake key listener-to-dialer"
-	contextTrafficD2L   = "tendril 2026-12-01 secio v2 traffic key dialer-to-listener"
-	contextTrafficL2D   = "tendril 2026-12-01 secio v2 traffic key listener-to-dialer"
-	contextKeyUpdate    = "tendril 2026-12-01 secio v2 key update"
-	signaturePrefix     = "tendril 2026-12-01 secio v2 signature\x00"
+	contextTranscript   = "tendril 2026-12-01 secio v3 transcript"
+	contextHandshakeD2L = "tendril 2026-12-01 secio v3 handshake secret dialer-to-listener"
+	contextHandshakeL2D = "tendril 2026-12-01 secio v3 handshake secret listener-to-dialer"
+	contextTrafficD2L   = "tendril 2026-12-01 secio v3 traffic secret dialer-to-listener"
+	contextTrafficL2D   = "tendril 2026-12-01 secio v3 traffic secret listener-to-dialer"
+	contextRecordKey    = "tendril 2026-12-01 secio v3 record key"
+	contextRecordIV     = "tendril 2026-12-01 secio v3 record iv"
+	contextSecretUpdate = "tendril 2026-12-01 secio v3 traffic secret update"
+	signaturePrefix     = "tendril 2026-12-01 secio v3 signature\x00"
 )
 
 // Roles in the signed messages.
@@ -107,6 +110,7 @@ func handshake(ctx context.Context, conn net.Conn, cfg *Config, dialer bool) (*C
 	}
 	rc := &hs.cfg
 	hs.c = newConn(conn)
+	hs.c.in.mem = rc.memory
 	hs.th = transcriptStart
 	defer clear(hs.secret[:])
 	first := "write client hello"
@@ -152,6 +156,8 @@ func handshake(ctx context.Context, conn net.Conn, cfg *Config, dialer bool) (*C
 	if err != nil {
 		conn.Close()
 		hs.c.in.drop()
+		hs.c.in.wipe()
+		hs.c.out.wipe()
 		if ctx.Err() != nil {
 			err = &HandshakeError{Step: hs.step, Err: context.Cause(ctx)}
 		} else if !time.Now().Before(end) || (!hs.deadline.IsZero() && !time.Now().Before(hs.deadline)) {
@@ -264,7 +270,9 @@ func (hs *handshakeState) readMessage(limit int, first bool) (body []byte, total
 		// three. The listener does not: a stranger's first read goes into
 		// the Conn's own small array, so that a silent connection holds no
 		// pooled buffer.
-		in.borrow(dialerFlightBuffer)
+		if err := in.borrow(dialerFlightBuffer); err != nil {
+			return nil, 0, err
+		}
 	}
 	if err := in.fill(hs.c.conn, frameHeaderSize, false); err != nil {
 		return nil, 0, eofUnexpected(err)
@@ -356,29 +364,30 @@ func (hs *handshakeState) processServerHello(kex KeyExchange) error {
 	return hs.installKeys(contextHandshakeD2L, contextHandshakeL2D)
 }
 
-// installKeys derives one key per direction from the transcript so far and
-// the shared secret, with the given contexts, and installs them with fresh
-// counters.
+// installKeys derives one secret per direction from the transcript so far
+// and the shared secret, with the given contexts, and installs them: each
+// direction's record key and IV come from its secret, with a fresh sequence
+// number. Installing the traffic secrets overwrites the handshake ones, and
+// rekeys the handshake AEADs in place where they can be (section 4).
 func (hs *handshakeState) installKeys(d2l, l2d string) error {
 	var material [32 + maxSecretSize]byte
-	var kD2L, kL2D [32]byte
+	var sD2L, sL2D [secretSize]byte
 	defer clear(material[:])
-	defer clear(kD2L[:])
-	defer clear(kL2D[:])
+	defer clear(sD2L[:])
+	defer clear(sL2D[:])
 	t := hs.transcript()
 	n := copy(material[:], t[:])
 	n += copy(material[n:], hs.secret[:hs.secretLen])
-	ks := hs.suite.KeySize()
-	blake3.DeriveKey(kD2L[:ks], d2l, material[:n])
-	blake3.DeriveKey(kL2D[:ks], l2d, material[:n])
-	out, in := kD2L[:ks], kL2D[:ks]
+	blake3.DeriveKey(sD2L[:], d2l, material[:n])
+	blake3.DeriveKey(sL2D[:], l2d, material[:n])
+	out, in := &sD2L, &sL2D
 	if !hs.dialer {
 		out, in = in, out
 	}
-	if err := hs.c.out.setKey(hs.suite, out); err != nil {
+	if err := hs.c.out.install(hs.suite, out); err != nil {
 		return hs.fail(hs.step, err)
 	}
-	if err := hs.c.in.setKey(hs.suite, in); err != nil {
+	if err := hs.c.in.install(hs.suite, in); err != nil {
 		return hs.fail(hs.step, err)
 	}
 	// Only the Auth record travels under a handshake key.
@@ -456,7 +465,7 @@ func (hs *handshakeState) readAuth(step string) error {
 	if hs.dialer {
 		typ, role = msgListenerAuth, roleListener
 	}
-	nonce, err := in.ctr.next()
+	nonce, err := in.nextNonce()
 	if err != nil {
 		return hs.fail(step, err)
 	}

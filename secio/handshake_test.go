@@ -465,6 +465,7 @@ func TestMalformedClientHello(t *testing.T) {
 		"http":             {[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ErrInvalidMessage},
 		"wrong type":       {mod(func(b []byte) []byte { b[body] = msgServerHello; return b }), ErrInvalidMessage},
 		"version 1":        {mod(func(b []byte) []byte { b[body+2] = 1; return b }), ErrUnsupportedVersion},
+		"version 2":        {mod(func(b []byte) []byte { b[body+2] = 2; return b }), ErrUnsupportedVersion},
 		"frame size 1000":  {mod(func(b []byte) []byte { binary.BigEndian.PutUint32(b[body+3+NonceSize:], 1000); return b }), ErrInvalidMessage},
 		"no kexes":         {mod(func(b []byte) []byte { b[body+7+NonceSize] = 0; return b }), ErrInvalidMessage},
 		"17 kexes":         {mod(func(b []byte) []byte { b[body+7+NonceSize] = 17; return b }), ErrInvalidMessage},
@@ -814,7 +815,7 @@ func TestHandshakeLogging(t *testing.T) {
 func TestServerHelloVersion(t *testing.T) {
 	cfg := testConfig("a")
 	cfg.KeyExchanges = []KeyExchange{X25519}
-	sh := serverHello{version: 3, maxFrame: 1 << 20, kex: X25519, suite: aead.Preferred()[0], share: x25519Point}
+	sh := serverHello{version: ProtocolVersion + 1, maxFrame: 1 << 20, kex: X25519, suite: aead.Preferred()[0], share: x25519Point}
 	if err := fakeListener(t, cfg, appendServerHello(nil, &sh)); !errors.Is(err, ErrUnsupportedVersion) {
 		t.Fatalf("%v, want ErrUnsupportedVersion", err)
 	}

@@ -40,6 +40,9 @@ func LegacyTEA(conn net.Conn, key []byte, cfg *LegacyConfig) (*Conn, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
 	}
 	c := newConn(conn)
+	if cfg != nil {
+		c.in.mem = cfg.Memory
+	}
 	c.in.tea = tc
 	c.in.maxLen = tea.CiphertextLen(maxFrame)
 	c.out.tea = tc

@@ -19,9 +19,10 @@ const (
 )
 
 // ProtocolVersion is the handshake version this package speaks, sent in
-// every hello. Version 1 (identities in clear, symmetric Proposes) is no
-// longer spoken.
-const ProtocolVersion = 2
+// every hello. Version 3 changed the record layer (per-key secret IVs,
+// traffic secrets, limits on key updates and non-data records); versions 1
+// and 2 are no longer spoken.
+const ProtocolVersion = 3
 
 // NonceSize is the length of the random nonce in each hello.
 const NonceSize = 32

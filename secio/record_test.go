@@ -3,10 +3,12 @@ package secio
 import (
 	"bytes"
 	"context"
+	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,19 +18,21 @@ import (
 	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
-// TestKeyUpdate sets a tiny key-update threshold on both sides and moves
-// data both ways at once: hundreds of updates each way, every byte intact.
+// TestKeyUpdate sets the smallest key-update threshold on both sides and
+// moves data both ways at once: a key update every keyUpdateMinRecords
+// records, hundreds each way, every byte intact, none refused.
 func TestKeyUpdate(t *testing.T) {
 	for _, s := range []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305} {
 		t.Run(s.String(), func(t *testing.T) {
 			ca, cb := testConfig("a"), testConfig("b")
 			ca.Ciphers, cb.Ciphers = []aead.Suite{s}, []aead.Suite{s}
 			sa, sb := securePair(t, transports[1], ca, cb)
-			// About 1 KiB per key: a 1000-byte frame is 64 blocks.
-			sa.out.updateAt, sb.out.updateAt = 64, 64
-			const writes, size = 400, 1000
+			// Every key is due for an update after its first record: the
+			// sender waits for the peer's minimum.
+			sa.out.updateAt, sb.out.updateAt = 1, 1
+			const writes = 320 * keyUpdateMinRecords
 			msg := func(side, i int) []byte {
-				b := make([]byte, size)
+				b := make([]byte, 1+i%40)
 				for j := range b {
 					b[j] = byte(side*31 + i*7 + j)
 				}
@@ -50,13 +54,14 @@ func TestKeyUpdate(t *testing.T) {
 				}()
 				go func() {
 					defer wg.Done()
-					buf := make([]byte, size)
+					buf := make([]byte, 64)
 					for i := range writes {
-						if _, err := io.ReadFull(r, buf); err != nil {
+						want := msg(side, i)
+						if _, err := io.ReadFull(r, buf[:len(want)]); err != nil {
 							errs <- err
 							return
 						}
-						if !bytes.Equal(buf, msg(side, i)) {
+						if !bytes.Equal(buf[:len(want)], want) {
 							errs <- errors.New("data changed across a key update")
 							return
 						}
@@ -81,14 +86,20 @@ func TestKeyUpdate(t *testing.T) {
 }
 
 // The default threshold keeps a key below the AEAD bounds with a margin
-// (RFC 8446 5.5: 2^34.5 blocks for AES-GCM).
+// (RFC 8446 5.5: 2^34.5 blocks for AES-GCM), and a sender reaches it only
+// after more records than the receiver's minimum for a key update, even
+// with records of the largest size.
 func TestKeyUpdateThreshold(t *testing.T) {
 	if keyUpdateBlocks > 1<<34 {
 		t.Fatalf("key update after %d blocks, above 2^34", uint64(keyUpdateBlocks))
 	}
 	// A maximal frame counts its blocks and its counter block.
-	if got := recordBlocks(MaxFrameSizeLimit + 1); got != (MaxFrameSizeLimit+1+15)/16+1 {
-		t.Fatal(got)
+	largest := recordBlocks(MaxFrameSizeLimit + 1)
+	if largest != (MaxFrameSizeLimit+1+15)/16+1 {
+		t.Fatal(largest)
+	}
+	if records := keyUpdateBlocks / largest; records < keyUpdateMinRecords {
+		t.Fatalf("%d records of the largest size reach the threshold, fewer than the %d a key update needs", records, keyUpdateMinRecords)
 	}
 }
 
@@ -102,15 +113,21 @@ func TestOldKeyRefused(t *testing.T) {
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
-		old := sa.out.recordKey
-		if _, err := sa.Write([]byte("before")); err != nil {
-			t.Fatal(err)
+		// The traffic secret: the AEAD itself is rekeyed in place at the
+		// update (with the vector kernels), so only the secret can make the
+		// old key again.
+		old := sa.out.secret
+		for range keyUpdateMinRecords {
+			if _, err := sa.Write([]byte("before")); err != nil {
+				t.Fatal(err)
+			}
 		}
 		sa.out.updateAt = 1
 		if _, err := sa.Write([]byte("after")); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := readN(sb, 11); err != nil || string(got) != "beforeafter" {
+		want := strings.Repeat("before", keyUpdateMinRecords) + "after"
+		if got, err := readN(sb, len(want)); err != nil || string(got) != want {
 			t.Fatalf("%q, %v", got, err)
 		}
 		if sb.in.updates != 1 {
@@ -120,12 +137,13 @@ func TestOldKeyRefused(t *testing.T) {
 		if replay {
 			frame = rec.writes[len(rec.writes)-3] // "before", under the old key
 		} else {
-			// The old key with the counter it would use next (after
-			// "before" and the key update record).
-			old.ctr.next()
-			old.ctr.next()
+			// The old key with the sequence number it would use next
+			// (after the records "before" and the key update record).
 			fake := &Conn{}
-			fake.out.recordKey = old
+			if err := fake.out.install(sa.suite, &old); err != nil {
+				t.Fatal(err)
+			}
+			fake.out.seq = keyUpdateMinRecords + 1
 			frame = sealForTest(t, fake, []byte("forged"))
 		}
 		if _, err := x.Write(frame); err != nil {
@@ -262,13 +280,13 @@ func TestPreAuthMemory(t *testing.T) {
 					// The length prefix of the largest ClientHello and
 					// its first bytes.
 					msg := binary.BigEndian.AppendUint32(nil, MaxHandshakeMessage)
-					c.Write(append(msg, msgClientHello, 0, 2))
+					c.Write(append(msg, msgClientHello, 0, 3))
 					continue
 				case "oversized ClientHello":
 					// A length prefix the size of a large frame: refused
 					// before anything is allocated for it.
 					msg := binary.BigEndian.AppendUint32(nil, 8<<20)
-					c.Write(append(msg, msgClientHello, 0, 2))
+					c.Write(append(msg, msgClientHello, 0, 3))
 					continue
 				}
 				var nonce [NonceSize]byte
@@ -418,4 +436,251 @@ func TestCloseLingerBounded(t *testing.T) {
 	close(stop)
 	sb.Close()
 	<-done
+}
+
+// nonceLog records the nonces that AEADs made through newAEAD seal with.
+type nonceLog struct {
+	mu     sync.Mutex
+	nonces [][]byte
+	made   int // AEADs made through newAEAD
+	clears int // Clear calls on them
+}
+
+// sealSpy wraps an AEAD and logs every nonce Seal uses. It hides
+// SealWithByte, so that every record goes through Seal.
+type sealSpy struct {
+	cipher.AEAD
+	log *nonceLog
+}
+
+func (s *sealSpy) Seal(dst, nonce, plaintext, ad []byte) []byte {
+	s.log.mu.Lock()
+	s.log.nonces = append(s.log.nonces, bytes.Clone(nonce))
+	s.log.mu.Unlock()
+	return s.AEAD.Seal(dst, nonce, plaintext, ad)
+}
+
+// rekeyingSpy is a sealSpy over an AEAD that can be rekeyed in place; it
+// forwards Rekey and counts Clear.
+type rekeyingSpy struct{ sealSpy }
+
+func (s *rekeyingSpy) Rekey(key []byte) error { return s.AEAD.(rekeyer).Rekey(key) }
+
+func (s *rekeyingSpy) Clear() {
+	s.log.mu.Lock()
+	s.log.clears++
+	s.log.mu.Unlock()
+	s.AEAD.(rekeyer).Clear()
+}
+
+// spyOnAEADs makes every AEAD the package makes log into log until the test
+// ends. Tests that use it must not run in parallel.
+func spyOnAEADs(t *testing.T, log *nonceLog) {
+	prev := newAEAD
+	t.Cleanup(func() { newAEAD = prev })
+	newAEAD = func(s aead.Suite, key []byte) (cipher.AEAD, error) {
+		a, err := aead.New(s, key)
+		if err != nil {
+			return nil, err
+		}
+		log.mu.Lock()
+		log.made++
+		log.mu.Unlock()
+		if _, ok := a.(rekeyer); ok {
+			return &rekeyingSpy{sealSpy{a, log}}, nil
+		}
+		return &sealSpy{a, log}, nil
+	}
+}
+
+// TestFirstNoncesDiffer: two connections between the same identities, each
+// sending its Auth records and a first data record each way, never seal two
+// records with the same nonce, and no record has the all-zero nonce (the
+// nonce of every first record when it was the bare counter). The nonces are
+// those the AEADs were given.
+func TestFirstNoncesDiffer(t *testing.T) {
+	for _, s := range []aead.Suite{aead.AES128GCM, aead.ChaCha20Poly1305} {
+		seen := map[string]int{}
+		for conn := range 2 {
+			var log nonceLog
+			spyOnAEADs(t, &log)
+			ca, cb := testConfig("a"), testConfig("b")
+			ca.Ciphers, cb.Ciphers = []aead.Suite{s}, []aead.Suite{s}
+			sa, sb := securePair(t, transports[0], ca, cb)
+			exchangeData(t, sa, sb, []int{10})
+			if len(log.nonces) != 4 {
+				t.Fatalf("%s: %d records sealed, want 2 Auth and 2 data records", s, len(log.nonces))
+			}
+			for _, n := range log.nonces {
+				if bytes.Equal(n, make([]byte, nonceSize)) {
+					t.Fatalf("%s, connection %d: a record sealed with the all-zero nonce", s, conn)
+				}
+				if c, ok := seen[string(n)]; ok {
+					t.Fatalf("%s: nonce %x used in connection %d and again in connection %d", s, n, c, conn)
+				}
+				seen[string(n)] = conn
+			}
+		}
+	}
+}
+
+// TestKeysInPlace: with the vector kernels, a connection makes one AEAD per
+// direction and keeps it: the traffic keys and every updated key are
+// installed in it in place (overwriting the handshake and older keys), and
+// Close clears both. With other AEADs every key is a new one (the old one
+// cannot be cleared and is dropped). Close also overwrites the secrets and
+// IVs, and so does a failed Read for its direction.
+func TestKeysInPlace(t *testing.T) {
+	var log nonceLog
+	spyOnAEADs(t, &log)
+	ca, cb := testConfig("a"), testConfig("b")
+	ca.Ciphers = []aead.Suite{aead.AES128GCM}
+	sa, sb := securePair(t, transports[1], ca, cb)
+	sa.out.updateAt = 1
+	for range 3*keyUpdateMinRecords + 1 {
+		if _, err := sa.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := readN(sb, 3*keyUpdateMinRecords+1); err != nil {
+		t.Fatal(err)
+	}
+	if sa.out.updates != 3 || sb.in.updates != 3 {
+		t.Fatalf("%d key updates sent, %d received, want 3", sa.out.updates, sb.in.updates)
+	}
+	inPlace := strings.HasPrefix(aead.Implementation(aead.AES128GCM), "aesgcm/vaes")
+	want := 4 // one per direction and side
+	if !inPlace {
+		want = 4 + 4 + 3 + 3 // and the traffic keys, and the updated keys on each side
+	}
+	if log.made != want {
+		t.Fatalf("%s: %d AEADs made, want %d", aead.Implementation(aead.AES128GCM), log.made, want)
+	}
+	sa.Close()
+	sb.Close()
+	if inPlace && log.clears != 4 {
+		t.Fatalf("Close cleared %d AEADs, want 4", log.clears)
+	}
+	for _, c := range []*Conn{sa, sb} {
+		for _, k := range []*recordKey{&c.in.recordKey, &c.out.recordKey} {
+			if k.secret != [secretSize]byte{} || k.iv != [nonceSize]byte{} {
+				t.Fatal("a closed Conn still holds a secret or an IV")
+			}
+		}
+	}
+	// A Read that fails on hostile input overwrites its direction's keys.
+	sc, sd := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+	sc.out.mu.Lock()
+	f := sealForTest(t, sc, []byte("tampered"))
+	sc.out.mu.Unlock()
+	f[len(f)-1] ^= 1
+	sc.NetConn().Write(f)
+	if _, err := sd.Read(make([]byte, 16)); !errors.Is(err, ErrAuthFailed) {
+		t.Fatalf("%v, want ErrAuthFailed", err)
+	}
+	if sd.in.secret != [secretSize]byte{} || sd.in.iv != [nonceSize]byte{} {
+		t.Fatal("a failed read side still holds its secret or IV")
+	}
+}
+
+// sendRecords seals records of the given types (nil content) from c's write
+// side and writes them to its connection at once. A key update moves the
+// sender to its next key, as a sender does.
+func sendRecords(t *testing.T, c *Conn, types ...byte) {
+	t.Helper()
+	c.out.mu.Lock()
+	var wire []byte
+	for _, typ := range types {
+		content := []byte(nil)
+		if typ == 'x' { // a one-byte data record
+			typ, content = recordData, []byte("x")
+		}
+		wire = append(wire, sealTypeForTest(t, c, content, typ)...)
+		if typ == recordKeyUpdate {
+			if err := c.out.update(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.out.mu.Unlock()
+	go c.NetConn().Write(wire)
+}
+
+// repeat returns n copies of typ.
+func repeat(typ byte, n int) []byte { return bytes.Repeat([]byte{typ}, n) }
+
+// TestKeyUpdateTooSoon: a key update before the current key has protected
+// keyUpdateMinRecords records closes the connection with ErrKeyUpdateTooSoon,
+// before the receiver derives anything; one after exactly that many is
+// followed. A flood of key updates is refused at its first record.
+func TestKeyUpdateTooSoon(t *testing.T) {
+	for _, before := range []int{0, 1, keyUpdateMinRecords - 1, keyUpdateMinRecords} {
+		sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+		types := append(repeat('x', before), repeat(recordKeyUpdate, 1)[0], 'x')
+		if before == 0 {
+			types = repeat(recordKeyUpdate, 1000) // the flood
+		}
+		sendRecords(t, sa, types...)
+		got, err := readN(sb, before+1)
+		if before < keyUpdateMinRecords {
+			if !errors.Is(err, ErrKeyUpdateTooSoon) {
+				t.Fatalf("a key update after %d records: %v, want ErrKeyUpdateTooSoon", before, err)
+			}
+			if sb.in.updates != 0 || !sb.closed.Load() {
+				t.Fatalf("after %d records: %d updates made, closed %v", before, sb.in.updates, sb.closed.Load())
+			}
+			continue
+		}
+		if err != nil || string(got) != strings.Repeat("x", before+1) || sb.in.updates != 1 {
+			t.Fatalf("a key update after %d records: %q, %v, %d updates", before, got, err, sb.in.updates)
+		}
+	}
+}
+
+// TestNonDataRecords: up to maxNonDataRecords records in a row that deliver
+// no data (empty data records, key updates) are read through; one more
+// closes the connection with ErrTooManyNonDataRecords. A Write of nothing
+// sends no record at all, so a sender that writes nothing often never comes
+// near the limit.
+func TestNonDataRecords(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		types []byte
+		ok    bool
+	}{
+		{"16 empty", append(repeat(recordData, maxNonDataRecords), 'x'), true},
+		{"17 empty", append(repeat(recordData, maxNonDataRecords+1), 'x'), false},
+		{"15 empty and a key update", append(append(repeat('x', keyUpdateMinRecords-1), repeat(recordData, maxNonDataRecords-1)...), recordKeyUpdate, 'x'), true},
+		{"16 empty and a key update", append(append(repeat('x', keyUpdateMinRecords-1), repeat(recordData, maxNonDataRecords)...), recordKeyUpdate, 'x'), false},
+		{"a one-byte record resets the count", append(append(repeat(recordData, maxNonDataRecords), 'x'), append(repeat(recordData, maxNonDataRecords), 'x')...), true},
+	} {
+		sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+		sendRecords(t, sa, c.types...)
+		want := bytes.Count(c.types, []byte{'x'})
+		got, err := readN(sb, want)
+		if c.ok != (err == nil) {
+			t.Fatalf("%s: %q, %v", c.name, got, err)
+		}
+		if !c.ok && (!errors.Is(err, ErrTooManyNonDataRecords) || !sb.closed.Load()) {
+			t.Fatalf("%s: %v (closed %v), want ErrTooManyNonDataRecords", c.name, err, sb.closed.Load())
+		}
+	}
+	// Writes of nothing send nothing.
+	x, y := testutil.TCPPair(t)
+	px := &probeConn{Conn: x}
+	sa, sb, errA, errB := handshakePair(px, y, testConfig("a"), testConfig("b"))
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	defer sa.Close()
+	defer sb.Close()
+	writes := px.writes.Load()
+	for range 2 * maxNonDataRecords {
+		if n, err := sa.Write(nil); n != 0 || err != nil {
+			t.Fatal(n, err)
+		}
+	}
+	if px.writes.Load() != writes {
+		t.Fatal("a Write of nothing sent a record")
+	}
 }

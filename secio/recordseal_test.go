@@ -36,15 +36,15 @@ func TestSealRecordPaths(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, s := range []aead.Suite{aead.AES128GCM, aead.AES256GCM, aead.ChaCha20Poly1305} {
 		t.Run(s.String(), func(t *testing.T) {
-			key := make([]byte, s.KeySize())
-			for i := range key {
-				key[i] = byte(rng.Uint32())
+			var secret [secretSize]byte
+			for i := range secret {
+				secret[i] = byte(rng.Uint32())
 			}
 			var fast, slow outHalf
-			if err := fast.setKey(s, key); err != nil {
+			if err := fast.install(s, &secret); err != nil {
 				t.Fatal(err)
 			}
-			if err := slow.setKey(s, key); err != nil {
+			if err := slow.install(s, &secret); err != nil {
 				t.Fatal(err)
 			}
 			slow.byteSealer = nil

@@ -95,6 +95,9 @@ func Implementation() string {
 // wrapping [ErrKeySize]. The AEAD takes 12-byte nonces, appends a 16-byte
 // tag, does not retain key, and is safe for concurrent use. Seal and Open
 // never allocate when dst has room, and work in place (dst == src[:0]).
+// The kernels' AEAD also has Rekey(key []byte) error and Clear(), which
+// overwrite its key schedule in place (see rekey_amd64.go); crypto/cipher's
+// GCM has neither.
 func New(key []byte) (cipher.AEAD, error) {
 	if len(key) != 16 && len(key) != 32 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrKeySize, len(key))

@@ -54,3 +54,31 @@ func TestSealWithByteOnWideAEAD(t *testing.T) {
 		}
 	}
 }
+
+// TestRekeyLeavesNothing: Rekey and Clear overwrite the whole key schedule.
+// Going from AES-256 to AES-128 leaves no AES-256 round key behind (AES-128
+// fills 11 of the 15 round-key slots), and Clear leaves only zeros.
+func TestRekeyLeavesNothing(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		if active == implStdlib {
+			t.Skip("crypto/cipher's GCM has no key schedule of ours")
+		}
+		rng := rand.New(rand.NewPCG(11, 12))
+		a := mustNew(t, randBytes(rng, 32))
+		g := a.(*vaesGCM)
+		if err := g.Rekey(randBytes(rng, 16)); err != nil {
+			t.Fatal(err)
+		}
+		fresh := mustNew(t, make([]byte, 16)).(*vaesGCM) // a new AEAD's slots 11..14 are zero
+		const rk = 64
+		for i := 11 * rk; i < 15*rk; i++ {
+			if g.ks[i] != 0 || fresh.ks[i] != 0 {
+				t.Fatalf("byte %d of the schedule (round key %d) is %#x after Rekey to AES-128", i, i/rk, g.ks[i])
+			}
+		}
+		g.Clear()
+		if g.ks != [ksSize]byte{} {
+			t.Fatal("Clear left key schedule bytes")
+		}
+	})
+}
