@@ -94,7 +94,9 @@ type Config struct {
 	// and room for many more).
 	MaxSessionMemory int64
 
-	// MaxMemory bounds the same for all sessions together. Default DefaultMaxMemory (1 GiB).
+	// MaxMemory bounds the same for all sessions together, and with it the record buffers
+	// of every connection, handshakes included (at most 64 KiB beyond what has arrived of
+	// a record; see secio.MemoryBudget). Default DefaultMaxMemory (1 GiB).
 	// Its last eighth is kept for sessions holding at most mux.NewcomerShare (1 MiB), so
 	// that sessions filling it cannot lock out a new peer or this node's own streams.
 	MaxMemory int64

@@ -413,3 +413,49 @@ func (p *rawPeer) negotiate(t *testing.T, name string) *mux.Stream {
 	}
 	return st
 }
+
+// TestAttackLengthPrefixes: 32 authenticated connections each send only the length prefix
+// of the largest record the node accepts, at the default frame size and at the largest one
+// (16 MiB). Each holds at most 64 KiB of record buffer, charged to MaxMemory, and the node
+// serves a good peer meanwhile. Before: the whole record's buffer at once, outside any
+// budget (1.5 MiB per connection by default, 24 MiB at 16 MiB frames).
+func TestAttackLengthPrefixes(t *testing.T) {
+	for _, frame := range []int{0, secio.MaxFrameSizeLimit} {
+		t.Run(fmt.Sprintf("MaxFrameSize %d", frame), func(t *testing.T) {
+			checkNoLeaks(t)
+			cfg := victimConfig()
+			cfg.MaxFrameSize = frame
+			victim := newService(t, cfg)
+			addr := listen(t, victim)
+			frame = victim.cfg.MaxFrameSize
+			heap0 := liveHeap()
+			used0 := victim.MemoryUsed()
+			const n = 32
+			for i := range n {
+				a, err := dialAttacker(addr, attackerAddr(i), false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.sc.Close()
+				body := frame + 1 + 16 // the largest plaintext, its record type, the tag
+				prefix := []byte{byte(body >> 24), byte(body >> 16), byte(body >> 8), byte(body)}
+				if _, err := a.sc.NetConn().Write(prefix); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitUntil(t, "the prefixes read", func() bool { return victim.MemoryUsed()-used0 >= n*(64<<10)*3/4 })
+			if err := goodDial(t, addr, 3*time.Second); err != nil {
+				t.Fatalf("a good peer: %v", err)
+			}
+			charged := victim.MemoryUsed() - used0
+			grown := int64(liveHeap()) - int64(heap0)
+			t.Logf("%d connections sent a prefix of %d bytes: %d KiB charged, heap +%d KiB", n, frame+17, charged>>10, grown>>10)
+			if charged > n*(64<<10)+n*(4<<10) {
+				t.Errorf("%d KiB charged for %d prefixes, want at most 64 KiB each", charged>>10, n)
+			}
+			if grown > n*(64<<10)+16<<20 {
+				t.Errorf("the heap grew by %d KiB for %d prefixes", grown>>10, n)
+			}
+		})
+	}
+}

@@ -46,7 +46,7 @@ type Service struct {
 	log      *slog.Logger
 	registry *protocol.Registry // the protocols, for negotiation
 	secioCfg secio.Config
-	memory   *mux.Budget // MaxMemory: every session's receive windows
+	memory   *mux.Budget // MaxMemory: what every connection buffers (see MemoryUsed)
 
 	protoMu    sync.RWMutex         // guards protocols and protoOrder (protocols.go)
 	protocols  map[string]*Protocol // by name
@@ -163,8 +163,9 @@ const maxNegotiating = 32
 // ID returns this node's peer ID.
 func (s *Service) ID() secio.PeerID { return s.id }
 
-// MemoryUsed returns the bytes reserved by all sessions' receive windows, out of
-// Config.MaxMemory.
+// MemoryUsed returns the bytes reserved, out of Config.MaxMemory, by every connection:
+// what its streams have received and not yet read, the windows of streams that grew, and
+// its record buffers (see mux.Budget and secio.MemoryBudget).
 func (s *Service) MemoryUsed() int64 { return s.memory.Used() }
 
 // PublicKey returns this node's identity public key.

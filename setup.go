@@ -35,11 +35,15 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect s
 		sc  *secio.Conn
 		err error
 	)
+	// The connection's record buffers are charged to the Service's memory budget, as a
+	// child of its own: a newcomer there (see mux.Budget) while it holds little.
+	records := mux.NewBudget(s.recordBudget(), s.memory)
 	if legacy {
-		sc, err = secio.LegacyTEA(raw, s.cfg.LegacyTEA.Key, &secio.LegacyConfig{MaxFrameSize: s.cfg.MaxFrameSize})
+		sc, err = secio.LegacyTEA(raw, s.cfg.LegacyTEA.Key, &secio.LegacyConfig{MaxFrameSize: s.cfg.MaxFrameSize, Memory: records})
 	} else {
 		cfg := s.secioCfg
 		cfg.ExpectedPeer = expect
+		cfg.Memory = records
 		// secio bounds the handshake by cfg.HandshakeTimeout (set from Config) and reports
 		// its expiry as secio.ErrHandshakeTimeout; a timer of our own would fire first and
 		// turn that into a bare context.DeadlineExceeded.
@@ -87,6 +91,11 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect s
 	sess.adm = ad
 	return s.register(sess)
 }
+
+// recordBudget is the most a connection's record buffers may hold: a record of the
+// largest size while the chunks it arrived in are copied into it, and the 64 KiB secio
+// reads ahead (see secio.MemoryBudget).
+func (s *Service) recordBudget() int64 { return 2*int64(s.cfg.MaxFrameSize) + 256<<10 }
 
 // handshakeSlack is how long after HandshakeTimeout the Service aborts an inbound
 // handshake itself.

@@ -11,7 +11,7 @@ import (
 	"github.com/cloudflare/circl/kem/mlkem/mlkem768"
 )
 
-// BenchmarkHandshakeCrypto times each public-key operation of one secio v2 handshake with
+// BenchmarkHandshakeCrypto times each public-key operation of one secio v3 handshake with
 // the default hybrid (X25519MLKEM768, Ed25519 identities), in the standard library and in
 // CIRCL, so that the CPU of a connection can be split by primitive. Per connection, both
 // ends: 2 X25519 key generations and 2 X25519 ECDHs, one ML-KEM-768 key generation, one
