@@ -79,7 +79,8 @@ func configError(format string, args ...any) error {
 }
 
 // closedError is why a session ended when this side did not end it: ErrSessionClosed, the
-// reason (errConnectionLost, ErrPeerClosed or ErrLegacyKeyMismatch) and the cause from the
+// reason (errConnectionLost, errPeerMisbehaved, ErrPeerClosed or ErrLegacyKeyMismatch) and
+// the cause from the
 // layers below, all three matched by errors.Is. Its message is only built when asked for,
 // since a node that churns through connections would otherwise format (and discard) the
 // cause of every one.
@@ -91,6 +92,12 @@ type closedError struct {
 // errConnectionLost is the reason of a session whose connection failed (reset, truncated,
 // timed out, a bad frame): not an intended close by either side.
 var errConnectionLost = errors.New("tendril: connection lost")
+
+// errPeerMisbehaved is the reason of a session this side closed because the peer broke the
+// protocol or the limits on what it may make this side do (the cause says which:
+// mux.ErrProtocol, mux.ErrPeerMisbehaving, secio.ErrKeyUpdateTooSoon,
+// secio.ErrTooManyNonDataRecords).
+var errPeerMisbehaved = errors.New("tendril: the peer broke the protocol")
 
 func (e *closedError) Error() string {
 	if e.reason == ErrPeerClosed {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tendril-p2p/tendril/mux"
+	"github.com/tendril-p2p/tendril/secio"
 )
 
 // sessionState is where a Session is in its life. It only moves forward, and only
@@ -341,6 +342,9 @@ func (s *Session) lostCause(err error) error {
 		// TEA has no integrity check: with the wrong key a frame decrypts to garbage,
 		// which the mux reports as a protocol error before any protocol could open.
 		return &closedError{ErrLegacyKeyMismatch, err}
+	case errors.Is(err, mux.ErrProtocol), errors.Is(err, mux.ErrPeerMisbehaving),
+		errors.Is(err, secio.ErrKeyUpdateTooSoon), errors.Is(err, secio.ErrTooManyNonDataRecords):
+		return &closedError{errPeerMisbehaved, err}
 	default:
 		return &closedError{errConnectionLost, err}
 	}
