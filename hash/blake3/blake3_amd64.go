@@ -4,6 +4,8 @@ package blake3
 
 import (
 	"encoding/binary"
+	"os"
+	"slices"
 
 	"golang.org/x/sys/cpu"
 )
@@ -25,6 +27,17 @@ var (
 	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
 )
 
+// levelCap is the widest level the environment allows: TENDRIL_BLAKE3,
+// read once at start-up, may name one of implNames (generic, sse41, avx2,
+// avx512), so that one binary on a wide CPU can run and measure the paths
+// of narrower ones. Unset or unknown, it caps nothing.
+var levelCap = func() int {
+	if i := slices.Index(implNames[:], os.Getenv("TENDRIL_BLAKE3")); i >= 0 {
+		return i
+	}
+	return implMax
+}()
+
 // impl is the level in use and simdDegree the number of chunks its widest
 // kernel hashes at once; both are set at init from the CPU's features and
 // changed only by setImpl in tests and benchmarks.
@@ -35,17 +48,18 @@ var (
 
 func init() { setImpl(bestImpl()) }
 
-// bestImpl returns the widest level this CPU supports.
+// bestImpl returns the widest level this CPU supports, at most levelCap.
 func bestImpl() int {
+	best := implGeneric
 	switch {
 	case hasAVX512:
-		return implAVX512
+		best = implAVX512
 	case hasAVX2 && hasSSE41:
-		return implAVX2
+		best = implAVX2
 	case hasSSE41:
-		return implSSE41
+		best = implSSE41
 	}
-	return implGeneric
+	return min(best, levelCap)
 }
 
 // setImpl forces an implementation level for tests and benchmarks. It

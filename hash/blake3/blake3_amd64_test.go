@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -111,5 +113,27 @@ func BenchmarkChain2(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*int(n)), "ns/step")
 		})
+	}
+}
+
+// TestLevelCap runs this test binary again with TENDRIL_BLAKE3 set to each
+// level and checks that the level chosen at start-up is capped there.
+func TestLevelCap(t *testing.T) {
+	if want := os.Getenv("TENDRIL_BLAKE3_WANT"); want != "" {
+		if got := implNames[impl]; got != want {
+			t.Fatalf("TENDRIL_BLAKE3=%s: level %s, want %s", os.Getenv("TENDRIL_BLAKE3"), got, want)
+		}
+		return
+	}
+	if os.Getenv("TENDRIL_BLAKE3") != "" {
+		t.Skip("TENDRIL_BLAKE3 is set: the CPU's own level is not known here")
+	}
+	for level, name := range implNames {
+		want := implNames[min(level, bestImpl())]
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestLevelCap$")
+		cmd.Env = append(os.Environ(), "TENDRIL_BLAKE3="+name, "TENDRIL_BLAKE3_WANT="+want)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("TENDRIL_BLAKE3=%s: %v\n%s", name, err, out)
+		}
 	}
 }
