@@ -1075,10 +1075,9 @@ func manyKernel(name string, kind manyKind, tail bool) {
 // The AVX2 form takes the XOR-then-rotate quarter-round (avx2XorRor) and
 // writes the first blocks' schedule with scalar moves too (AVX2 has no
 // two-table permute). Measured on a Zen 5 with the AVX-512 paths capped:
-// 94 ns per step of 16 blocks, two chains, against 103 ns per block of
-// chainSSE41's one: about the chain's latency bound there (28 halves of 7
-// dependent instructions at 2 cycles, 94 ns at 4.17 GHz), since the
-// schedule keeps PINSRD off the shuffle pipes the rotations need.
+// 101-104 ns per step of 16 blocks, two chains, as much as chainSSE41
+// takes per block of one (the latency bound there is 94 ns: 28 halves of
+// 7 dependent instructions at 2 cycles, at 4.17 GHz).
 //
 // With root set it emits chain2RootAVX512 (chain2RootAVX2), which then
 // also compresses the parent block of the two chaining values, chain 0's
