@@ -49,7 +49,13 @@ type kernel struct {
 	dec   bool
 	split bool // Seal of src || tail (see genSplitSeal)
 	evex  bool
-	buf   Mem // stack bounce buffer (YMM kernels)
+	// buf is 32 bytes of the YMM kernels' frame that nothing uses any more
+	// (partial loads and stores go through registers, see loadPieces). It
+	// stays so that accMem keeps its offset in the frame: moving a kernel's
+	// stack data moves it against cache lines for a given caller, which has
+	// cost other kernels here 4-7% (docs/PERFORMANCE.md, QQ TEA), and the
+	// alternated runs that would show this one's effect were too noisy.
+	buf Mem
 	// accMem holds the accumulator during the bulk of the YMM kernels,
 	// whose register 9 then carries the round key of the current round.
 	accMem Mem
