@@ -3467,20 +3467,44 @@ aad_loop_1:
 aad_tail_2:
 	TESTQ   R9, R9
 	JZ      aad_done_3
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	MOVQ    R8, BX
+	MOVQ    R9, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_1
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_4:
-	CMPQ BX, R9
-	JAE  stage_in_done_5
-	MOVB (R8)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_4
+ld_no1_1:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_1
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_5:
-	VMOVDQU    (SP), X13
+ld_no2_1:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_1
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_1:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_1
+	VMOVQ   (BX), X13
+	VPINSRQ $0x01, R14, X13, X13
+	JMP     ld_done_1
+
+ld_no8_1:
+	VMOVQ R14, X13
+
+ld_done_1:
 	VPSHUFB    aesgcm_bswap<>+0(SB), X13, X13
 	VPXOR      X13, X9, X9
 	VPCLMULQDQ $0x00, 1200(AX), X9, X13
@@ -3502,7 +3526,7 @@ aad_done_3:
 
 	// The first chunk is encrypted without hashing; each next one hashes the one before.
 	CMPQ        CX, $0x00000100
-	JB          tail_7
+	JB          tail_5
 	VMOVDQU     (AX), Y9
 	VPSHUFB     aesgcm_bswap<>+0(SB), Y8, Y0
 	VPADDD      aesgcm_ctr_inc<>+64(SB), Y8, Y8
@@ -3638,9 +3662,9 @@ aad_done_3:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x00000100, CX
 
-loop_6:
+loop_4:
 	CMPQ         CX, $0x00000100
-	JB           hash_last_8
+	JB           hash_last_6
 	VMOVDQU      (AX), Y9
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y0
 	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
@@ -3864,11 +3888,11 @@ loop_6:
 	ADDQ         $0x00000100, SI
 	ADDQ         $0x00000100, DI
 	SUBQ         $0x00000100, CX
-	JMP          loop_6
+	JMP          loop_4
 
-hash_last_8:
+hash_last_6:
 	TESTQ        CX, CX
-	JNZ          tail_hash_last_9
+	JNZ          tail_hash_last_7
 	VMOVDQU      -256(DI), Y15
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
 	VPXOR        32(SP), Y15, Y15
@@ -3960,7 +3984,7 @@ hash_last_8:
 	VMOVDQU      Y13, 32(SP)
 	JMP          final
 
-tail_hash_last_9:
+tail_hash_last_7:
 	// The tail: a chunk of key stream, then whole vectors, then a partial one.
 	LEAQ         15(CX), BX
 	ANDQ         $-16, BX
@@ -4178,10 +4202,10 @@ tail_hash_last_9:
 	VAESENCLAST  Y9, Y6, Y6
 	VAESENCLAST  Y9, Y7, Y7
 	CMPQ         CX, $0x20
-	JAE          full_12
-	JMP          partial_10
+	JAE          full_10
+	JMP          partial_8
 
-full_12:
+full_10:
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
 	VMOVDQA    Y0, Y15
@@ -4199,11 +4223,11 @@ full_12:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_13
+	JAE        full_11
 	VMOVDQA    Y1, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_13:
+full_11:
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
 	VMOVDQA    Y1, Y15
@@ -4221,11 +4245,11 @@ full_13:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_14
+	JAE        full_12
 	VMOVDQA    Y2, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_14:
+full_12:
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
 	VMOVDQA    Y2, Y15
@@ -4243,11 +4267,11 @@ full_14:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_15
+	JAE        full_13
 	VMOVDQA    Y3, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_15:
+full_13:
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
 	VMOVDQA    Y3, Y15
@@ -4265,11 +4289,11 @@ full_15:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_16
+	JAE        full_14
 	VMOVDQA    Y4, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_16:
+full_14:
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
 	VMOVDQA    Y4, Y15
@@ -4287,11 +4311,11 @@ full_16:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_17
+	JAE        full_15
 	VMOVDQA    Y5, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_17:
+full_15:
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
 	VMOVDQA    Y5, Y15
@@ -4309,11 +4333,11 @@ full_17:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_18
+	JAE        full_16
 	VMOVDQA    Y6, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_18:
+full_16:
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
 	VMOVDQA    Y6, Y15
@@ -4331,11 +4355,11 @@ full_18:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_19
+	JAE        full_17
 	VMOVDQA    Y7, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_19:
+full_17:
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
 	VMOVDQA    Y7, Y15
@@ -4353,36 +4377,138 @@ full_19:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_10:
+partial_8:
 	TESTQ   CX, CX
-	JZ      reduce_11
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	JZ      reduce_9
+	MOVQ    SI, BX
+	MOVQ    CX, DX
+	CMPQ    DX, $0x10
+	JB      load_small_18
+	VMOVDQU (BX), X14
+	ADDQ    $0x10, BX
+	SUBQ    $0x10, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_2
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_20:
-	CMPQ BX, CX
-	JAE  stage_in_done_21
-	MOVB (SI)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_20
+ld_no1_2:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_2
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_21:
-	VMOVDQU (SP), Y15
-	VPXOR   Y15, Y0, Y0
-	VMOVDQU Y0, (SP)
-	XORQ    BX, BX
+ld_no2_2:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_2
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
 
-stage_out_22:
-	CMPQ BX, CX
-	JAE  stage_out_done_23
-	MOVB (SP)(BX*1), DL
-	MOVB DL, (DI)(BX*1)
-	INCQ BX
-	JMP  stage_out_22
+ld_no4_2:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_2
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_2
 
-stage_out_done_23:
+ld_no8_2:
+	VMOVQ R14, X15
+
+ld_done_2:
+	VINSERTI128 $0x01, X15, Y14, Y15
+	JMP         load_done_19
+
+load_small_18:
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_3
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
+
+ld_no1_3:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_3
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
+
+ld_no2_3:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_3
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_3:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_3
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_3
+
+ld_no8_3:
+	VMOVQ R14, X15
+
+ld_done_3:
+load_done_19:
+	VPXOR        Y15, Y0, Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DX
+	VMOVDQA      X0, X14
+	CMPQ         DX, $0x10
+	JB           store_small_20
+	VMOVDQU      X14, (BX)
+	VEXTRACTI128 $0x01, Y0, X14
+	ADDQ         $0x10, BX
+	SUBQ         $0x10, DX
+
+store_small_20:
+	TESTQ   $0x00000008, DX
+	JZ      st_no8_4
+	VMOVQ   X14, (BX)
+	VPEXTRQ $0x01, X14, R14
+	JMP     st_4_4
+
+st_no8_4:
+	VMOVQ X14, R14
+
+st_4_4:
+	TESTQ $0x00000004, DX
+	JZ    st_no4_4
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	MOVL  R14, (BX)(R11*1)
+	SHRQ  $0x20, R14
+
+st_no4_4:
+	TESTQ $0x00000002, DX
+	JZ    st_no2_4
+	MOVQ  DX, R11
+	ANDQ  $0x0c, R11
+	MOVW  R14, (BX)(R11*1)
+	SHRQ  $0x10, R14
+
+st_no2_4:
+	TESTQ $0x00000001, DX
+	JZ    st_no1_4
+	MOVQ  DX, R11
+	ANDQ  $0x0e, R11
+	MOVB  R14, (BX)(R11*1)
+
+st_no1_4:
 	LEAQ       aesgcm_tail_mask<>+64(SB), BX
 	SUBQ       CX, BX
 	VPAND      (BX), Y0, Y15
@@ -4396,7 +4522,7 @@ stage_out_done_23:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_11:
+reduce_9:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -4410,7 +4536,7 @@ reduce_11:
 	VMOVDQU      Y13, 32(SP)
 	JMP          final
 
-tail_7:
+tail_5:
 	TESTQ CX, CX
 	JZ    final
 
@@ -4542,10 +4668,10 @@ tail_7:
 	VAESENCLAST Y9, Y6, Y6
 	VAESENCLAST Y9, Y7, Y7
 	CMPQ        CX, $0x20
-	JAE         full_26
-	JMP         partial_24
+	JAE         full_23
+	JMP         partial_21
 
-full_26:
+full_23:
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
 	VMOVDQA    Y0, Y15
@@ -4563,11 +4689,11 @@ full_26:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_27
+	JAE        full_24
 	VMOVDQA    Y1, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_27:
+full_24:
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
 	VMOVDQA    Y1, Y15
@@ -4585,11 +4711,11 @@ full_27:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_28
+	JAE        full_25
 	VMOVDQA    Y2, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_28:
+full_25:
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
 	VMOVDQA    Y2, Y15
@@ -4607,11 +4733,11 @@ full_28:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_29
+	JAE        full_26
 	VMOVDQA    Y3, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_29:
+full_26:
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
 	VMOVDQA    Y3, Y15
@@ -4629,11 +4755,11 @@ full_29:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_30
+	JAE        full_27
 	VMOVDQA    Y4, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_30:
+full_27:
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
 	VMOVDQA    Y4, Y15
@@ -4651,11 +4777,11 @@ full_30:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_31
+	JAE        full_28
 	VMOVDQA    Y5, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_31:
+full_28:
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
 	VMOVDQA    Y5, Y15
@@ -4673,11 +4799,11 @@ full_31:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_32
+	JAE        full_29
 	VMOVDQA    Y6, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_32:
+full_29:
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
 	VMOVDQA    Y6, Y15
@@ -4695,11 +4821,11 @@ full_32:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_33
+	JAE        full_30
 	VMOVDQA    Y7, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_33:
+full_30:
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
 	VMOVDQA    Y7, Y15
@@ -4717,36 +4843,138 @@ full_33:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_24:
+partial_21:
 	TESTQ   CX, CX
-	JZ      reduce_25
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	JZ      reduce_22
+	MOVQ    SI, BX
+	MOVQ    CX, DX
+	CMPQ    DX, $0x10
+	JB      load_small_31
+	VMOVDQU (BX), X14
+	ADDQ    $0x10, BX
+	SUBQ    $0x10, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_5
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_34:
-	CMPQ BX, CX
-	JAE  stage_in_done_35
-	MOVB (SI)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_34
+ld_no1_5:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_5
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_35:
-	VMOVDQU (SP), Y15
-	VPXOR   Y15, Y0, Y0
-	VMOVDQU Y0, (SP)
-	XORQ    BX, BX
+ld_no2_5:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_5
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
 
-stage_out_36:
-	CMPQ BX, CX
-	JAE  stage_out_done_37
-	MOVB (SP)(BX*1), DL
-	MOVB DL, (DI)(BX*1)
-	INCQ BX
-	JMP  stage_out_36
+ld_no4_5:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_5
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_5
 
-stage_out_done_37:
+ld_no8_5:
+	VMOVQ R14, X15
+
+ld_done_5:
+	VINSERTI128 $0x01, X15, Y14, Y15
+	JMP         load_done_32
+
+load_small_31:
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_6
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
+
+ld_no1_6:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_6
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
+
+ld_no2_6:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_6
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_6:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_6
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_6
+
+ld_no8_6:
+	VMOVQ R14, X15
+
+ld_done_6:
+load_done_32:
+	VPXOR        Y15, Y0, Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DX
+	VMOVDQA      X0, X14
+	CMPQ         DX, $0x10
+	JB           store_small_33
+	VMOVDQU      X14, (BX)
+	VEXTRACTI128 $0x01, Y0, X14
+	ADDQ         $0x10, BX
+	SUBQ         $0x10, DX
+
+store_small_33:
+	TESTQ   $0x00000008, DX
+	JZ      st_no8_7
+	VMOVQ   X14, (BX)
+	VPEXTRQ $0x01, X14, R14
+	JMP     st_4_7
+
+st_no8_7:
+	VMOVQ X14, R14
+
+st_4_7:
+	TESTQ $0x00000004, DX
+	JZ    st_no4_7
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	MOVL  R14, (BX)(R11*1)
+	SHRQ  $0x20, R14
+
+st_no4_7:
+	TESTQ $0x00000002, DX
+	JZ    st_no2_7
+	MOVQ  DX, R11
+	ANDQ  $0x0c, R11
+	MOVW  R14, (BX)(R11*1)
+	SHRQ  $0x10, R14
+
+st_no2_7:
+	TESTQ $0x00000001, DX
+	JZ    st_no1_7
+	MOVQ  DX, R11
+	ANDQ  $0x0e, R11
+	MOVB  R14, (BX)(R11*1)
+
+st_no1_7:
 	LEAQ       aesgcm_tail_mask<>+64(SB), BX
 	SUBQ       CX, BX
 	VPAND      (BX), Y0, Y15
@@ -4760,7 +4988,7 @@ stage_out_done_37:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_25:
+reduce_22:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -4865,20 +5093,44 @@ aad_loop_1:
 aad_tail_2:
 	TESTQ   R9, R9
 	JZ      aad_done_3
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	MOVQ    R8, BX
+	MOVQ    R9, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_8
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_4:
-	CMPQ BX, R9
-	JAE  stage_in_done_5
-	MOVB (R8)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_4
+ld_no1_8:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_8
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_5:
-	VMOVDQU    (SP), X13
+ld_no2_8:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_8
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_8:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_8
+	VMOVQ   (BX), X13
+	VPINSRQ $0x01, R14, X13, X13
+	JMP     ld_done_8
+
+ld_no8_8:
+	VMOVQ R14, X13
+
+ld_done_8:
 	VPSHUFB    aesgcm_bswap<>+0(SB), X13, X13
 	VPXOR      X13, X9, X9
 	VPCLMULQDQ $0x00, 1200(AX), X9, X13
@@ -4899,9 +5151,9 @@ aad_done_3:
 	VMOVDQU Y9, 32(SP)
 
 	// Each chunk of ciphertext is hashed while it is decrypted.
-loop_6:
+loop_4:
 	CMPQ         CX, $0x00000100
-	JB           tail_7
+	JB           tail_5
 	VMOVDQU      (AX), Y9
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y0
 	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
@@ -5125,9 +5377,9 @@ loop_6:
 	ADDQ         $0x00000100, SI
 	ADDQ         $0x00000100, DI
 	SUBQ         $0x00000100, CX
-	JMP          loop_6
+	JMP          loop_4
 
-tail_7:
+tail_5:
 	TESTQ CX, CX
 	JZ    final
 
@@ -5259,10 +5511,10 @@ tail_7:
 	VAESENCLAST Y9, Y6, Y6
 	VAESENCLAST Y9, Y7, Y7
 	CMPQ        CX, $0x20
-	JAE         full_10
-	JMP         partial_8
+	JAE         full_8
+	JMP         partial_6
 
-full_10:
+full_8:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
@@ -5280,11 +5532,11 @@ full_10:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_11
+	JAE        full_9
 	VMOVDQA    Y1, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_11:
+full_9:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
@@ -5302,11 +5554,11 @@ full_11:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_12
+	JAE        full_10
 	VMOVDQA    Y2, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_12:
+full_10:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
@@ -5324,11 +5576,11 @@ full_12:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_13
+	JAE        full_11
 	VMOVDQA    Y3, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_13:
+full_11:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
@@ -5346,11 +5598,11 @@ full_13:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_14
+	JAE        full_12
 	VMOVDQA    Y4, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_14:
+full_12:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
@@ -5368,11 +5620,11 @@ full_14:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_15
+	JAE        full_13
 	VMOVDQA    Y5, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_15:
+full_13:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
@@ -5390,11 +5642,11 @@ full_15:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_16
+	JAE        full_14
 	VMOVDQA    Y6, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_16:
+full_14:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
@@ -5412,11 +5664,11 @@ full_16:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_17
+	JAE        full_15
 	VMOVDQA    Y7, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_17:
+full_15:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
@@ -5434,36 +5686,138 @@ full_17:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_8:
+partial_6:
 	TESTQ   CX, CX
-	JZ      reduce_9
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	JZ      reduce_7
+	MOVQ    SI, BX
+	MOVQ    CX, DX
+	CMPQ    DX, $0x10
+	JB      load_small_16
+	VMOVDQU (BX), X14
+	ADDQ    $0x10, BX
+	SUBQ    $0x10, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_9
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_18:
-	CMPQ BX, CX
-	JAE  stage_in_done_19
-	MOVB (SI)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_18
+ld_no1_9:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_9
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_19:
-	VMOVDQU (SP), Y15
-	VPXOR   Y15, Y0, Y0
-	VMOVDQU Y0, (SP)
-	XORQ    BX, BX
+ld_no2_9:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_9
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
 
-stage_out_20:
-	CMPQ BX, CX
-	JAE  stage_out_done_21
-	MOVB (SP)(BX*1), DL
-	MOVB DL, (DI)(BX*1)
-	INCQ BX
-	JMP  stage_out_20
+ld_no4_9:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_9
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_9
 
-stage_out_done_21:
+ld_no8_9:
+	VMOVQ R14, X15
+
+ld_done_9:
+	VINSERTI128 $0x01, X15, Y14, Y15
+	JMP         load_done_17
+
+load_small_16:
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_10
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
+
+ld_no1_10:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_10
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
+
+ld_no2_10:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_10
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_10:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_10
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_10
+
+ld_no8_10:
+	VMOVQ R14, X15
+
+ld_done_10:
+load_done_17:
+	VPXOR        Y15, Y0, Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DX
+	VMOVDQA      X0, X14
+	CMPQ         DX, $0x10
+	JB           store_small_18
+	VMOVDQU      X14, (BX)
+	VEXTRACTI128 $0x01, Y0, X14
+	ADDQ         $0x10, BX
+	SUBQ         $0x10, DX
+
+store_small_18:
+	TESTQ   $0x00000008, DX
+	JZ      st_no8_11
+	VMOVQ   X14, (BX)
+	VPEXTRQ $0x01, X14, R14
+	JMP     st_4_11
+
+st_no8_11:
+	VMOVQ X14, R14
+
+st_4_11:
+	TESTQ $0x00000004, DX
+	JZ    st_no4_11
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	MOVL  R14, (BX)(R11*1)
+	SHRQ  $0x20, R14
+
+st_no4_11:
+	TESTQ $0x00000002, DX
+	JZ    st_no2_11
+	MOVQ  DX, R11
+	ANDQ  $0x0c, R11
+	MOVW  R14, (BX)(R11*1)
+	SHRQ  $0x10, R14
+
+st_no2_11:
+	TESTQ $0x00000001, DX
+	JZ    st_no1_11
+	MOVQ  DX, R11
+	ANDQ  $0x0e, R11
+	MOVB  R14, (BX)(R11*1)
+
+st_no1_11:
 	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
 	VPCLMULQDQ $0x00, (R12), Y15, Y13
 	VPCLMULQDQ $0x11, (R12), Y15, Y14
@@ -5474,7 +5828,7 @@ stage_out_done_21:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_9:
+reduce_7:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -5583,20 +5937,44 @@ aad_loop_1:
 aad_tail_2:
 	TESTQ   R9, R9
 	JZ      aad_done_3
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	MOVQ    R8, BX
+	MOVQ    R9, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_12
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_4:
-	CMPQ BX, R9
-	JAE  stage_in_done_5
-	MOVB (R8)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_4
+ld_no1_12:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_12
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_5:
-	VMOVDQU    (SP), X13
+ld_no2_12:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_12
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_12:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_12
+	VMOVQ   (BX), X13
+	VPINSRQ $0x01, R14, X13, X13
+	JMP     ld_done_12
+
+ld_no8_12:
+	VMOVQ R14, X13
+
+ld_done_12:
 	VPSHUFB    aesgcm_bswap<>+0(SB), X13, X13
 	VPXOR      X13, X9, X9
 	VPCLMULQDQ $0x00, 1200(AX), X9, X13
@@ -5618,7 +5996,7 @@ aad_done_3:
 
 	// The first chunk is encrypted without hashing; each next one hashes the one before.
 	CMPQ        CX, $0x00000100
-	JB          tail_7
+	JB          tail_5
 	VMOVDQU     (AX), Y9
 	VPSHUFB     aesgcm_bswap<>+0(SB), Y8, Y0
 	VPADDD      aesgcm_ctr_inc<>+64(SB), Y8, Y8
@@ -5790,9 +6168,9 @@ aad_done_3:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x00000100, CX
 
-loop_6:
+loop_4:
 	CMPQ         CX, $0x00000100
-	JB           hash_last_8
+	JB           hash_last_6
 	VMOVDQU      (AX), Y9
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y0
 	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
@@ -6052,11 +6430,11 @@ loop_6:
 	ADDQ         $0x00000100, SI
 	ADDQ         $0x00000100, DI
 	SUBQ         $0x00000100, CX
-	JMP          loop_6
+	JMP          loop_4
 
-hash_last_8:
+hash_last_6:
 	TESTQ        CX, CX
-	JNZ          tail_hash_last_9
+	JNZ          tail_hash_last_7
 	VMOVDQU      -256(DI), Y15
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
 	VPXOR        32(SP), Y15, Y15
@@ -6148,7 +6526,7 @@ hash_last_8:
 	VMOVDQU      Y13, 32(SP)
 	JMP          final
 
-tail_hash_last_9:
+tail_hash_last_7:
 	// The tail: a chunk of key stream, then whole vectors, then a partial one.
 	LEAQ         15(CX), BX
 	ANDQ         $-16, BX
@@ -6402,10 +6780,10 @@ tail_hash_last_9:
 	VAESENCLAST  Y9, Y6, Y6
 	VAESENCLAST  Y9, Y7, Y7
 	CMPQ         CX, $0x20
-	JAE          full_12
-	JMP          partial_10
+	JAE          full_10
+	JMP          partial_8
 
-full_12:
+full_10:
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
 	VMOVDQA    Y0, Y15
@@ -6423,11 +6801,11 @@ full_12:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_13
+	JAE        full_11
 	VMOVDQA    Y1, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_13:
+full_11:
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
 	VMOVDQA    Y1, Y15
@@ -6445,11 +6823,11 @@ full_13:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_14
+	JAE        full_12
 	VMOVDQA    Y2, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_14:
+full_12:
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
 	VMOVDQA    Y2, Y15
@@ -6467,11 +6845,11 @@ full_14:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_15
+	JAE        full_13
 	VMOVDQA    Y3, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_15:
+full_13:
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
 	VMOVDQA    Y3, Y15
@@ -6489,11 +6867,11 @@ full_15:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_16
+	JAE        full_14
 	VMOVDQA    Y4, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_16:
+full_14:
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
 	VMOVDQA    Y4, Y15
@@ -6511,11 +6889,11 @@ full_16:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_17
+	JAE        full_15
 	VMOVDQA    Y5, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_17:
+full_15:
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
 	VMOVDQA    Y5, Y15
@@ -6533,11 +6911,11 @@ full_17:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_18
+	JAE        full_16
 	VMOVDQA    Y6, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_18:
+full_16:
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
 	VMOVDQA    Y6, Y15
@@ -6555,11 +6933,11 @@ full_18:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_19
+	JAE        full_17
 	VMOVDQA    Y7, Y0
-	JMP        partial_10
+	JMP        partial_8
 
-full_19:
+full_17:
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
 	VMOVDQA    Y7, Y15
@@ -6577,36 +6955,138 @@ full_19:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_10:
+partial_8:
 	TESTQ   CX, CX
-	JZ      reduce_11
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	JZ      reduce_9
+	MOVQ    SI, BX
+	MOVQ    CX, DX
+	CMPQ    DX, $0x10
+	JB      load_small_18
+	VMOVDQU (BX), X14
+	ADDQ    $0x10, BX
+	SUBQ    $0x10, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_13
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_20:
-	CMPQ BX, CX
-	JAE  stage_in_done_21
-	MOVB (SI)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_20
+ld_no1_13:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_13
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_21:
-	VMOVDQU (SP), Y15
-	VPXOR   Y15, Y0, Y0
-	VMOVDQU Y0, (SP)
-	XORQ    BX, BX
+ld_no2_13:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_13
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
 
-stage_out_22:
-	CMPQ BX, CX
-	JAE  stage_out_done_23
-	MOVB (SP)(BX*1), DL
-	MOVB DL, (DI)(BX*1)
-	INCQ BX
-	JMP  stage_out_22
+ld_no4_13:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_13
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_13
 
-stage_out_done_23:
+ld_no8_13:
+	VMOVQ R14, X15
+
+ld_done_13:
+	VINSERTI128 $0x01, X15, Y14, Y15
+	JMP         load_done_19
+
+load_small_18:
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_14
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
+
+ld_no1_14:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_14
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
+
+ld_no2_14:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_14
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_14:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_14
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_14
+
+ld_no8_14:
+	VMOVQ R14, X15
+
+ld_done_14:
+load_done_19:
+	VPXOR        Y15, Y0, Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DX
+	VMOVDQA      X0, X14
+	CMPQ         DX, $0x10
+	JB           store_small_20
+	VMOVDQU      X14, (BX)
+	VEXTRACTI128 $0x01, Y0, X14
+	ADDQ         $0x10, BX
+	SUBQ         $0x10, DX
+
+store_small_20:
+	TESTQ   $0x00000008, DX
+	JZ      st_no8_15
+	VMOVQ   X14, (BX)
+	VPEXTRQ $0x01, X14, R14
+	JMP     st_4_15
+
+st_no8_15:
+	VMOVQ X14, R14
+
+st_4_15:
+	TESTQ $0x00000004, DX
+	JZ    st_no4_15
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	MOVL  R14, (BX)(R11*1)
+	SHRQ  $0x20, R14
+
+st_no4_15:
+	TESTQ $0x00000002, DX
+	JZ    st_no2_15
+	MOVQ  DX, R11
+	ANDQ  $0x0c, R11
+	MOVW  R14, (BX)(R11*1)
+	SHRQ  $0x10, R14
+
+st_no2_15:
+	TESTQ $0x00000001, DX
+	JZ    st_no1_15
+	MOVQ  DX, R11
+	ANDQ  $0x0e, R11
+	MOVB  R14, (BX)(R11*1)
+
+st_no1_15:
 	LEAQ       aesgcm_tail_mask<>+64(SB), BX
 	SUBQ       CX, BX
 	VPAND      (BX), Y0, Y15
@@ -6620,7 +7100,7 @@ stage_out_done_23:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_11:
+reduce_9:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -6634,7 +7114,7 @@ reduce_11:
 	VMOVDQU      Y13, 32(SP)
 	JMP          final
 
-tail_7:
+tail_5:
 	TESTQ CX, CX
 	JZ    final
 
@@ -6802,10 +7282,10 @@ tail_7:
 	VAESENCLAST Y9, Y6, Y6
 	VAESENCLAST Y9, Y7, Y7
 	CMPQ        CX, $0x20
-	JAE         full_26
-	JMP         partial_24
+	JAE         full_23
+	JMP         partial_21
 
-full_26:
+full_23:
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
 	VMOVDQA    Y0, Y15
@@ -6823,11 +7303,11 @@ full_26:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_27
+	JAE        full_24
 	VMOVDQA    Y1, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_27:
+full_24:
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
 	VMOVDQA    Y1, Y15
@@ -6845,11 +7325,11 @@ full_27:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_28
+	JAE        full_25
 	VMOVDQA    Y2, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_28:
+full_25:
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
 	VMOVDQA    Y2, Y15
@@ -6867,11 +7347,11 @@ full_28:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_29
+	JAE        full_26
 	VMOVDQA    Y3, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_29:
+full_26:
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
 	VMOVDQA    Y3, Y15
@@ -6889,11 +7369,11 @@ full_29:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_30
+	JAE        full_27
 	VMOVDQA    Y4, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_30:
+full_27:
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
 	VMOVDQA    Y4, Y15
@@ -6911,11 +7391,11 @@ full_30:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_31
+	JAE        full_28
 	VMOVDQA    Y5, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_31:
+full_28:
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
 	VMOVDQA    Y5, Y15
@@ -6933,11 +7413,11 @@ full_31:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_32
+	JAE        full_29
 	VMOVDQA    Y6, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_32:
+full_29:
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
 	VMOVDQA    Y6, Y15
@@ -6955,11 +7435,11 @@ full_32:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_33
+	JAE        full_30
 	VMOVDQA    Y7, Y0
-	JMP        partial_24
+	JMP        partial_21
 
-full_33:
+full_30:
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
 	VMOVDQA    Y7, Y15
@@ -6977,36 +7457,138 @@ full_33:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_24:
+partial_21:
 	TESTQ   CX, CX
-	JZ      reduce_25
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	JZ      reduce_22
+	MOVQ    SI, BX
+	MOVQ    CX, DX
+	CMPQ    DX, $0x10
+	JB      load_small_31
+	VMOVDQU (BX), X14
+	ADDQ    $0x10, BX
+	SUBQ    $0x10, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_16
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_34:
-	CMPQ BX, CX
-	JAE  stage_in_done_35
-	MOVB (SI)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_34
+ld_no1_16:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_16
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_35:
-	VMOVDQU (SP), Y15
-	VPXOR   Y15, Y0, Y0
-	VMOVDQU Y0, (SP)
-	XORQ    BX, BX
+ld_no2_16:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_16
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
 
-stage_out_36:
-	CMPQ BX, CX
-	JAE  stage_out_done_37
-	MOVB (SP)(BX*1), DL
-	MOVB DL, (DI)(BX*1)
-	INCQ BX
-	JMP  stage_out_36
+ld_no4_16:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_16
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_16
 
-stage_out_done_37:
+ld_no8_16:
+	VMOVQ R14, X15
+
+ld_done_16:
+	VINSERTI128 $0x01, X15, Y14, Y15
+	JMP         load_done_32
+
+load_small_31:
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_17
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
+
+ld_no1_17:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_17
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
+
+ld_no2_17:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_17
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_17:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_17
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_17
+
+ld_no8_17:
+	VMOVQ R14, X15
+
+ld_done_17:
+load_done_32:
+	VPXOR        Y15, Y0, Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DX
+	VMOVDQA      X0, X14
+	CMPQ         DX, $0x10
+	JB           store_small_33
+	VMOVDQU      X14, (BX)
+	VEXTRACTI128 $0x01, Y0, X14
+	ADDQ         $0x10, BX
+	SUBQ         $0x10, DX
+
+store_small_33:
+	TESTQ   $0x00000008, DX
+	JZ      st_no8_18
+	VMOVQ   X14, (BX)
+	VPEXTRQ $0x01, X14, R14
+	JMP     st_4_18
+
+st_no8_18:
+	VMOVQ X14, R14
+
+st_4_18:
+	TESTQ $0x00000004, DX
+	JZ    st_no4_18
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	MOVL  R14, (BX)(R11*1)
+	SHRQ  $0x20, R14
+
+st_no4_18:
+	TESTQ $0x00000002, DX
+	JZ    st_no2_18
+	MOVQ  DX, R11
+	ANDQ  $0x0c, R11
+	MOVW  R14, (BX)(R11*1)
+	SHRQ  $0x10, R14
+
+st_no2_18:
+	TESTQ $0x00000001, DX
+	JZ    st_no1_18
+	MOVQ  DX, R11
+	ANDQ  $0x0e, R11
+	MOVB  R14, (BX)(R11*1)
+
+st_no1_18:
 	LEAQ       aesgcm_tail_mask<>+64(SB), BX
 	SUBQ       CX, BX
 	VPAND      (BX), Y0, Y15
@@ -7020,7 +7602,7 @@ stage_out_done_37:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_25:
+reduce_22:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -7129,20 +7711,44 @@ aad_loop_1:
 aad_tail_2:
 	TESTQ   R9, R9
 	JZ      aad_done_3
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	MOVQ    R8, BX
+	MOVQ    R9, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_19
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_4:
-	CMPQ BX, R9
-	JAE  stage_in_done_5
-	MOVB (R8)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_4
+ld_no1_19:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_19
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_5:
-	VMOVDQU    (SP), X13
+ld_no2_19:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_19
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_19:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_19
+	VMOVQ   (BX), X13
+	VPINSRQ $0x01, R14, X13, X13
+	JMP     ld_done_19
+
+ld_no8_19:
+	VMOVQ R14, X13
+
+ld_done_19:
 	VPSHUFB    aesgcm_bswap<>+0(SB), X13, X13
 	VPXOR      X13, X9, X9
 	VPCLMULQDQ $0x00, 1200(AX), X9, X13
@@ -7163,9 +7769,9 @@ aad_done_3:
 	VMOVDQU Y9, 32(SP)
 
 	// Each chunk of ciphertext is hashed while it is decrypted.
-loop_6:
+loop_4:
 	CMPQ         CX, $0x00000100
-	JB           tail_7
+	JB           tail_5
 	VMOVDQU      (AX), Y9
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y0
 	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
@@ -7425,9 +8031,9 @@ loop_6:
 	ADDQ         $0x00000100, SI
 	ADDQ         $0x00000100, DI
 	SUBQ         $0x00000100, CX
-	JMP          loop_6
+	JMP          loop_4
 
-tail_7:
+tail_5:
 	TESTQ CX, CX
 	JZ    final
 
@@ -7595,10 +8201,10 @@ tail_7:
 	VAESENCLAST Y9, Y6, Y6
 	VAESENCLAST Y9, Y7, Y7
 	CMPQ        CX, $0x20
-	JAE         full_10
-	JMP         partial_8
+	JAE         full_8
+	JMP         partial_6
 
-full_10:
+full_8:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
@@ -7616,11 +8222,11 @@ full_10:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_11
+	JAE        full_9
 	VMOVDQA    Y1, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_11:
+full_9:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
@@ -7638,11 +8244,11 @@ full_11:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_12
+	JAE        full_10
 	VMOVDQA    Y2, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_12:
+full_10:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
@@ -7660,11 +8266,11 @@ full_12:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_13
+	JAE        full_11
 	VMOVDQA    Y3, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_13:
+full_11:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
@@ -7682,11 +8288,11 @@ full_13:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_14
+	JAE        full_12
 	VMOVDQA    Y4, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_14:
+full_12:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
@@ -7704,11 +8310,11 @@ full_14:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_15
+	JAE        full_13
 	VMOVDQA    Y5, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_15:
+full_13:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
@@ -7726,11 +8332,11 @@ full_15:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_16
+	JAE        full_14
 	VMOVDQA    Y6, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_16:
+full_14:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
@@ -7748,11 +8354,11 @@ full_16:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_17
+	JAE        full_15
 	VMOVDQA    Y7, Y0
-	JMP        partial_8
+	JMP        partial_6
 
-full_17:
+full_15:
 	VMOVDQU    (SI), Y15
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
@@ -7770,36 +8376,138 @@ full_17:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_8:
+partial_6:
 	TESTQ   CX, CX
-	JZ      reduce_9
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	JZ      reduce_7
+	MOVQ    SI, BX
+	MOVQ    CX, DX
+	CMPQ    DX, $0x10
+	JB      load_small_16
+	VMOVDQU (BX), X14
+	ADDQ    $0x10, BX
+	SUBQ    $0x10, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_20
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_18:
-	CMPQ BX, CX
-	JAE  stage_in_done_19
-	MOVB (SI)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_18
+ld_no1_20:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_20
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_19:
-	VMOVDQU (SP), Y15
-	VPXOR   Y15, Y0, Y0
-	VMOVDQU Y0, (SP)
-	XORQ    BX, BX
+ld_no2_20:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_20
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
 
-stage_out_20:
-	CMPQ BX, CX
-	JAE  stage_out_done_21
-	MOVB (SP)(BX*1), DL
-	MOVB DL, (DI)(BX*1)
-	INCQ BX
-	JMP  stage_out_20
+ld_no4_20:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_20
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_20
 
-stage_out_done_21:
+ld_no8_20:
+	VMOVQ R14, X15
+
+ld_done_20:
+	VINSERTI128 $0x01, X15, Y14, Y15
+	JMP         load_done_17
+
+load_small_16:
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_21
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
+
+ld_no1_21:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_21
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
+
+ld_no2_21:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_21
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_21:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_21
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_21
+
+ld_no8_21:
+	VMOVQ R14, X15
+
+ld_done_21:
+load_done_17:
+	VPXOR        Y15, Y0, Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DX
+	VMOVDQA      X0, X14
+	CMPQ         DX, $0x10
+	JB           store_small_18
+	VMOVDQU      X14, (BX)
+	VEXTRACTI128 $0x01, Y0, X14
+	ADDQ         $0x10, BX
+	SUBQ         $0x10, DX
+
+store_small_18:
+	TESTQ   $0x00000008, DX
+	JZ      st_no8_22
+	VMOVQ   X14, (BX)
+	VPEXTRQ $0x01, X14, R14
+	JMP     st_4_22
+
+st_no8_22:
+	VMOVQ X14, R14
+
+st_4_22:
+	TESTQ $0x00000004, DX
+	JZ    st_no4_22
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	MOVL  R14, (BX)(R11*1)
+	SHRQ  $0x20, R14
+
+st_no4_22:
+	TESTQ $0x00000002, DX
+	JZ    st_no2_22
+	MOVQ  DX, R11
+	ANDQ  $0x0c, R11
+	MOVW  R14, (BX)(R11*1)
+	SHRQ  $0x10, R14
+
+st_no2_22:
+	TESTQ $0x00000001, DX
+	JZ    st_no1_22
+	MOVQ  DX, R11
+	ANDQ  $0x0e, R11
+	MOVB  R14, (BX)(R11*1)
+
+st_no1_22:
 	VPSHUFB    aesgcm_bswap<>+0(SB), Y15, Y15
 	VPCLMULQDQ $0x00, (R12), Y15, Y13
 	VPCLMULQDQ $0x11, (R12), Y15, Y14
@@ -7810,7 +8518,7 @@ stage_out_done_21:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_9:
+reduce_7:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -7918,20 +8626,44 @@ aad_loop_1:
 aad_tail_2:
 	TESTQ   R9, R9
 	JZ      aad_done_3
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	MOVQ    R8, BX
+	MOVQ    R9, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_23
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_4:
-	CMPQ BX, R9
-	JAE  stage_in_done_5
-	MOVB (R8)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_4
+ld_no1_23:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_23
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_5:
-	VMOVDQU    (SP), X13
+ld_no2_23:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_23
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_23:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_23
+	VMOVQ   (BX), X13
+	VPINSRQ $0x01, R14, X13, X13
+	JMP     ld_done_23
+
+ld_no8_23:
+	VMOVQ R14, X13
+
+ld_done_23:
 	VPSHUFB    aesgcm_bswap<>+0(SB), X13, X13
 	VPXOR      X13, X9, X9
 	VPCLMULQDQ $0x00, 1200(AX), X9, X13
@@ -7953,12 +8685,12 @@ aad_done_3:
 
 	// The first chunk is encrypted without hashing; each next one hashes the one before.
 	CMPQ CX, $0x00000100
-	JB   tail_7
+	JB   tail_5
 	CMPQ SI, R13
-	JNE  src_left_9
+	JNE  src_left_7
 	MOVQ tail_base+64(FP), SI
 
-src_left_9:
+src_left_7:
 	VMOVDQU     (AX), Y9
 	VPSHUFB     aesgcm_bswap<>+0(SB), Y8, Y0
 	VPADDD      aesgcm_ctr_inc<>+64(SB), Y8, Y8
@@ -8094,14 +8826,14 @@ src_left_9:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x00000100, CX
 
-loop_6:
+loop_4:
 	CMPQ CX, $0x00000100
-	JB   hash_last_8
+	JB   hash_last_6
 	CMPQ SI, R13
-	JNE  src_left_10
+	JNE  src_left_8
 	MOVQ tail_base+64(FP), SI
 
-src_left_10:
+src_left_8:
 	VMOVDQU      (AX), Y9
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y0
 	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
@@ -8325,11 +9057,11 @@ src_left_10:
 	ADDQ         $0x00000100, SI
 	ADDQ         $0x00000100, DI
 	SUBQ         $0x00000100, CX
-	JMP          loop_6
+	JMP          loop_4
 
-hash_last_8:
+hash_last_6:
 	TESTQ        CX, CX
-	JNZ          tail_hash_last_11
+	JNZ          tail_hash_last_9
 	VMOVDQU      -256(DI), Y15
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
 	VPXOR        32(SP), Y15, Y15
@@ -8421,12 +9153,12 @@ hash_last_8:
 	VMOVDQU      Y13, 32(SP)
 	JMP          final
 
-tail_hash_last_11:
+tail_hash_last_9:
 	CMPQ SI, R13
-	JNE  src_left_12
+	JNE  src_left_10
 	MOVQ tail_base+64(FP), SI
 
-src_left_12:
+src_left_10:
 	// The tail: a chunk of key stream, then whole vectors, then a partial one.
 	LEAQ         15(CX), BX
 	ANDQ         $-16, BX
@@ -8644,10 +9376,10 @@ src_left_12:
 	VAESENCLAST  Y9, Y6, Y6
 	VAESENCLAST  Y9, Y7, Y7
 	CMPQ         CX, $0x20
-	JAE          full_15
-	JMP          partial_13
+	JAE          full_13
+	JMP          partial_11
 
-full_15:
+full_13:
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
 	VMOVDQA    Y0, Y15
@@ -8665,11 +9397,11 @@ full_15:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_16
+	JAE        full_14
 	VMOVDQA    Y1, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_16:
+full_14:
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
 	VMOVDQA    Y1, Y15
@@ -8687,11 +9419,11 @@ full_16:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_17
+	JAE        full_15
 	VMOVDQA    Y2, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_17:
+full_15:
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
 	VMOVDQA    Y2, Y15
@@ -8709,11 +9441,11 @@ full_17:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_18
+	JAE        full_16
 	VMOVDQA    Y3, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_18:
+full_16:
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
 	VMOVDQA    Y3, Y15
@@ -8731,11 +9463,11 @@ full_18:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_19
+	JAE        full_17
 	VMOVDQA    Y4, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_19:
+full_17:
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
 	VMOVDQA    Y4, Y15
@@ -8753,11 +9485,11 @@ full_19:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_20
+	JAE        full_18
 	VMOVDQA    Y5, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_20:
+full_18:
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
 	VMOVDQA    Y5, Y15
@@ -8775,11 +9507,11 @@ full_20:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_21
+	JAE        full_19
 	VMOVDQA    Y6, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_21:
+full_19:
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
 	VMOVDQA    Y6, Y15
@@ -8797,11 +9529,11 @@ full_21:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_22
+	JAE        full_20
 	VMOVDQA    Y7, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_22:
+full_20:
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
 	VMOVDQA    Y7, Y15
@@ -8819,36 +9551,138 @@ full_22:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_13:
+partial_11:
 	TESTQ   CX, CX
-	JZ      reduce_14
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	JZ      reduce_12
+	MOVQ    SI, BX
+	MOVQ    CX, DX
+	CMPQ    DX, $0x10
+	JB      load_small_21
+	VMOVDQU (BX), X14
+	ADDQ    $0x10, BX
+	SUBQ    $0x10, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_24
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_23:
-	CMPQ BX, CX
-	JAE  stage_in_done_24
-	MOVB (SI)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_23
+ld_no1_24:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_24
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_24:
-	VMOVDQU (SP), Y15
-	VPXOR   Y15, Y0, Y0
-	VMOVDQU Y0, (SP)
-	XORQ    BX, BX
+ld_no2_24:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_24
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
 
-stage_out_25:
-	CMPQ BX, CX
-	JAE  stage_out_done_26
-	MOVB (SP)(BX*1), DL
-	MOVB DL, (DI)(BX*1)
-	INCQ BX
-	JMP  stage_out_25
+ld_no4_24:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_24
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_24
 
-stage_out_done_26:
+ld_no8_24:
+	VMOVQ R14, X15
+
+ld_done_24:
+	VINSERTI128 $0x01, X15, Y14, Y15
+	JMP         load_done_22
+
+load_small_21:
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_25
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
+
+ld_no1_25:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_25
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
+
+ld_no2_25:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_25
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_25:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_25
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_25
+
+ld_no8_25:
+	VMOVQ R14, X15
+
+ld_done_25:
+load_done_22:
+	VPXOR        Y15, Y0, Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DX
+	VMOVDQA      X0, X14
+	CMPQ         DX, $0x10
+	JB           store_small_23
+	VMOVDQU      X14, (BX)
+	VEXTRACTI128 $0x01, Y0, X14
+	ADDQ         $0x10, BX
+	SUBQ         $0x10, DX
+
+store_small_23:
+	TESTQ   $0x00000008, DX
+	JZ      st_no8_26
+	VMOVQ   X14, (BX)
+	VPEXTRQ $0x01, X14, R14
+	JMP     st_4_26
+
+st_no8_26:
+	VMOVQ X14, R14
+
+st_4_26:
+	TESTQ $0x00000004, DX
+	JZ    st_no4_26
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	MOVL  R14, (BX)(R11*1)
+	SHRQ  $0x20, R14
+
+st_no4_26:
+	TESTQ $0x00000002, DX
+	JZ    st_no2_26
+	MOVQ  DX, R11
+	ANDQ  $0x0c, R11
+	MOVW  R14, (BX)(R11*1)
+	SHRQ  $0x10, R14
+
+st_no2_26:
+	TESTQ $0x00000001, DX
+	JZ    st_no1_26
+	MOVQ  DX, R11
+	ANDQ  $0x0e, R11
+	MOVB  R14, (BX)(R11*1)
+
+st_no1_26:
 	LEAQ       aesgcm_tail_mask<>+64(SB), BX
 	SUBQ       CX, BX
 	VPAND      (BX), Y0, Y15
@@ -8862,7 +9696,7 @@ stage_out_done_26:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_14:
+reduce_12:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -8876,14 +9710,14 @@ reduce_14:
 	VMOVDQU      Y13, 32(SP)
 	JMP          final
 
-tail_7:
+tail_5:
 	TESTQ CX, CX
 	JZ    final
 	CMPQ  SI, R13
-	JNE   src_left_27
+	JNE   src_left_24
 	MOVQ  tail_base+64(FP), SI
 
-src_left_27:
+src_left_24:
 	// The tail: a chunk of key stream, then whole vectors, then a partial one.
 	LEAQ        15(CX), BX
 	ANDQ        $-16, BX
@@ -9012,10 +9846,10 @@ src_left_27:
 	VAESENCLAST Y9, Y6, Y6
 	VAESENCLAST Y9, Y7, Y7
 	CMPQ        CX, $0x20
-	JAE         full_30
-	JMP         partial_28
+	JAE         full_27
+	JMP         partial_25
 
-full_30:
+full_27:
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
 	VMOVDQA    Y0, Y15
@@ -9033,11 +9867,11 @@ full_30:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_31
+	JAE        full_28
 	VMOVDQA    Y1, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_31:
+full_28:
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
 	VMOVDQA    Y1, Y15
@@ -9055,11 +9889,11 @@ full_31:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_32
+	JAE        full_29
 	VMOVDQA    Y2, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_32:
+full_29:
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
 	VMOVDQA    Y2, Y15
@@ -9077,11 +9911,11 @@ full_32:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_33
+	JAE        full_30
 	VMOVDQA    Y3, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_33:
+full_30:
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
 	VMOVDQA    Y3, Y15
@@ -9099,11 +9933,11 @@ full_33:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_34
+	JAE        full_31
 	VMOVDQA    Y4, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_34:
+full_31:
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
 	VMOVDQA    Y4, Y15
@@ -9121,11 +9955,11 @@ full_34:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_35
+	JAE        full_32
 	VMOVDQA    Y5, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_35:
+full_32:
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
 	VMOVDQA    Y5, Y15
@@ -9143,11 +9977,11 @@ full_35:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_36
+	JAE        full_33
 	VMOVDQA    Y6, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_36:
+full_33:
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
 	VMOVDQA    Y6, Y15
@@ -9165,11 +9999,11 @@ full_36:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_37
+	JAE        full_34
 	VMOVDQA    Y7, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_37:
+full_34:
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
 	VMOVDQA    Y7, Y15
@@ -9187,36 +10021,138 @@ full_37:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_28:
+partial_25:
 	TESTQ   CX, CX
-	JZ      reduce_29
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	JZ      reduce_26
+	MOVQ    SI, BX
+	MOVQ    CX, DX
+	CMPQ    DX, $0x10
+	JB      load_small_35
+	VMOVDQU (BX), X14
+	ADDQ    $0x10, BX
+	SUBQ    $0x10, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_27
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_38:
-	CMPQ BX, CX
-	JAE  stage_in_done_39
-	MOVB (SI)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_38
+ld_no1_27:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_27
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_39:
-	VMOVDQU (SP), Y15
-	VPXOR   Y15, Y0, Y0
-	VMOVDQU Y0, (SP)
-	XORQ    BX, BX
+ld_no2_27:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_27
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
 
-stage_out_40:
-	CMPQ BX, CX
-	JAE  stage_out_done_41
-	MOVB (SP)(BX*1), DL
-	MOVB DL, (DI)(BX*1)
-	INCQ BX
-	JMP  stage_out_40
+ld_no4_27:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_27
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_27
 
-stage_out_done_41:
+ld_no8_27:
+	VMOVQ R14, X15
+
+ld_done_27:
+	VINSERTI128 $0x01, X15, Y14, Y15
+	JMP         load_done_36
+
+load_small_35:
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_28
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
+
+ld_no1_28:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_28
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
+
+ld_no2_28:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_28
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_28:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_28
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_28
+
+ld_no8_28:
+	VMOVQ R14, X15
+
+ld_done_28:
+load_done_36:
+	VPXOR        Y15, Y0, Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DX
+	VMOVDQA      X0, X14
+	CMPQ         DX, $0x10
+	JB           store_small_37
+	VMOVDQU      X14, (BX)
+	VEXTRACTI128 $0x01, Y0, X14
+	ADDQ         $0x10, BX
+	SUBQ         $0x10, DX
+
+store_small_37:
+	TESTQ   $0x00000008, DX
+	JZ      st_no8_29
+	VMOVQ   X14, (BX)
+	VPEXTRQ $0x01, X14, R14
+	JMP     st_4_29
+
+st_no8_29:
+	VMOVQ X14, R14
+
+st_4_29:
+	TESTQ $0x00000004, DX
+	JZ    st_no4_29
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	MOVL  R14, (BX)(R11*1)
+	SHRQ  $0x20, R14
+
+st_no4_29:
+	TESTQ $0x00000002, DX
+	JZ    st_no2_29
+	MOVQ  DX, R11
+	ANDQ  $0x0c, R11
+	MOVW  R14, (BX)(R11*1)
+	SHRQ  $0x10, R14
+
+st_no2_29:
+	TESTQ $0x00000001, DX
+	JZ    st_no1_29
+	MOVQ  DX, R11
+	ANDQ  $0x0e, R11
+	MOVB  R14, (BX)(R11*1)
+
+st_no1_29:
 	LEAQ       aesgcm_tail_mask<>+64(SB), BX
 	SUBQ       CX, BX
 	VPAND      (BX), Y0, Y15
@@ -9230,7 +10166,7 @@ stage_out_done_41:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_29:
+reduce_26:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -9344,20 +10280,44 @@ aad_loop_1:
 aad_tail_2:
 	TESTQ   R9, R9
 	JZ      aad_done_3
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	MOVQ    R8, BX
+	MOVQ    R9, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_30
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_4:
-	CMPQ BX, R9
-	JAE  stage_in_done_5
-	MOVB (R8)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_4
+ld_no1_30:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_30
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_5:
-	VMOVDQU    (SP), X13
+ld_no2_30:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_30
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_30:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_30
+	VMOVQ   (BX), X13
+	VPINSRQ $0x01, R14, X13, X13
+	JMP     ld_done_30
+
+ld_no8_30:
+	VMOVQ R14, X13
+
+ld_done_30:
 	VPSHUFB    aesgcm_bswap<>+0(SB), X13, X13
 	VPXOR      X13, X9, X9
 	VPCLMULQDQ $0x00, 1200(AX), X9, X13
@@ -9379,12 +10339,12 @@ aad_done_3:
 
 	// The first chunk is encrypted without hashing; each next one hashes the one before.
 	CMPQ CX, $0x00000100
-	JB   tail_7
+	JB   tail_5
 	CMPQ SI, R13
-	JNE  src_left_9
+	JNE  src_left_7
 	MOVQ tail_base+64(FP), SI
 
-src_left_9:
+src_left_7:
 	VMOVDQU     (AX), Y9
 	VPSHUFB     aesgcm_bswap<>+0(SB), Y8, Y0
 	VPADDD      aesgcm_ctr_inc<>+64(SB), Y8, Y8
@@ -9556,14 +10516,14 @@ src_left_9:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x00000100, CX
 
-loop_6:
+loop_4:
 	CMPQ CX, $0x00000100
-	JB   hash_last_8
+	JB   hash_last_6
 	CMPQ SI, R13
-	JNE  src_left_10
+	JNE  src_left_8
 	MOVQ tail_base+64(FP), SI
 
-src_left_10:
+src_left_8:
 	VMOVDQU      (AX), Y9
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y8, Y0
 	VPADDD       aesgcm_ctr_inc<>+64(SB), Y8, Y8
@@ -9823,11 +10783,11 @@ src_left_10:
 	ADDQ         $0x00000100, SI
 	ADDQ         $0x00000100, DI
 	SUBQ         $0x00000100, CX
-	JMP          loop_6
+	JMP          loop_4
 
-hash_last_8:
+hash_last_6:
 	TESTQ        CX, CX
-	JNZ          tail_hash_last_11
+	JNZ          tail_hash_last_9
 	VMOVDQU      -256(DI), Y15
 	VPSHUFB      aesgcm_bswap<>+0(SB), Y15, Y15
 	VPXOR        32(SP), Y15, Y15
@@ -9919,12 +10879,12 @@ hash_last_8:
 	VMOVDQU      Y13, 32(SP)
 	JMP          final
 
-tail_hash_last_11:
+tail_hash_last_9:
 	CMPQ SI, R13
-	JNE  src_left_12
+	JNE  src_left_10
 	MOVQ tail_base+64(FP), SI
 
-src_left_12:
+src_left_10:
 	// The tail: a chunk of key stream, then whole vectors, then a partial one.
 	LEAQ         15(CX), BX
 	ANDQ         $-16, BX
@@ -10178,10 +11138,10 @@ src_left_12:
 	VAESENCLAST  Y9, Y6, Y6
 	VAESENCLAST  Y9, Y7, Y7
 	CMPQ         CX, $0x20
-	JAE          full_15
-	JMP          partial_13
+	JAE          full_13
+	JMP          partial_11
 
-full_15:
+full_13:
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
 	VMOVDQA    Y0, Y15
@@ -10199,11 +11159,11 @@ full_15:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_16
+	JAE        full_14
 	VMOVDQA    Y1, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_16:
+full_14:
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
 	VMOVDQA    Y1, Y15
@@ -10221,11 +11181,11 @@ full_16:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_17
+	JAE        full_15
 	VMOVDQA    Y2, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_17:
+full_15:
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
 	VMOVDQA    Y2, Y15
@@ -10243,11 +11203,11 @@ full_17:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_18
+	JAE        full_16
 	VMOVDQA    Y3, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_18:
+full_16:
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
 	VMOVDQA    Y3, Y15
@@ -10265,11 +11225,11 @@ full_18:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_19
+	JAE        full_17
 	VMOVDQA    Y4, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_19:
+full_17:
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
 	VMOVDQA    Y4, Y15
@@ -10287,11 +11247,11 @@ full_19:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_20
+	JAE        full_18
 	VMOVDQA    Y5, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_20:
+full_18:
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
 	VMOVDQA    Y5, Y15
@@ -10309,11 +11269,11 @@ full_20:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_21
+	JAE        full_19
 	VMOVDQA    Y6, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_21:
+full_19:
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
 	VMOVDQA    Y6, Y15
@@ -10331,11 +11291,11 @@ full_21:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_22
+	JAE        full_20
 	VMOVDQA    Y7, Y0
-	JMP        partial_13
+	JMP        partial_11
 
-full_22:
+full_20:
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
 	VMOVDQA    Y7, Y15
@@ -10353,36 +11313,138 @@ full_22:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_13:
+partial_11:
 	TESTQ   CX, CX
-	JZ      reduce_14
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	JZ      reduce_12
+	MOVQ    SI, BX
+	MOVQ    CX, DX
+	CMPQ    DX, $0x10
+	JB      load_small_21
+	VMOVDQU (BX), X14
+	ADDQ    $0x10, BX
+	SUBQ    $0x10, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_31
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_23:
-	CMPQ BX, CX
-	JAE  stage_in_done_24
-	MOVB (SI)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_23
+ld_no1_31:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_31
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_24:
-	VMOVDQU (SP), Y15
-	VPXOR   Y15, Y0, Y0
-	VMOVDQU Y0, (SP)
-	XORQ    BX, BX
+ld_no2_31:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_31
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
 
-stage_out_25:
-	CMPQ BX, CX
-	JAE  stage_out_done_26
-	MOVB (SP)(BX*1), DL
-	MOVB DL, (DI)(BX*1)
-	INCQ BX
-	JMP  stage_out_25
+ld_no4_31:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_31
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_31
 
-stage_out_done_26:
+ld_no8_31:
+	VMOVQ R14, X15
+
+ld_done_31:
+	VINSERTI128 $0x01, X15, Y14, Y15
+	JMP         load_done_22
+
+load_small_21:
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_32
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
+
+ld_no1_32:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_32
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
+
+ld_no2_32:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_32
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_32:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_32
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_32
+
+ld_no8_32:
+	VMOVQ R14, X15
+
+ld_done_32:
+load_done_22:
+	VPXOR        Y15, Y0, Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DX
+	VMOVDQA      X0, X14
+	CMPQ         DX, $0x10
+	JB           store_small_23
+	VMOVDQU      X14, (BX)
+	VEXTRACTI128 $0x01, Y0, X14
+	ADDQ         $0x10, BX
+	SUBQ         $0x10, DX
+
+store_small_23:
+	TESTQ   $0x00000008, DX
+	JZ      st_no8_33
+	VMOVQ   X14, (BX)
+	VPEXTRQ $0x01, X14, R14
+	JMP     st_4_33
+
+st_no8_33:
+	VMOVQ X14, R14
+
+st_4_33:
+	TESTQ $0x00000004, DX
+	JZ    st_no4_33
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	MOVL  R14, (BX)(R11*1)
+	SHRQ  $0x20, R14
+
+st_no4_33:
+	TESTQ $0x00000002, DX
+	JZ    st_no2_33
+	MOVQ  DX, R11
+	ANDQ  $0x0c, R11
+	MOVW  R14, (BX)(R11*1)
+	SHRQ  $0x10, R14
+
+st_no2_33:
+	TESTQ $0x00000001, DX
+	JZ    st_no1_33
+	MOVQ  DX, R11
+	ANDQ  $0x0e, R11
+	MOVB  R14, (BX)(R11*1)
+
+st_no1_33:
 	LEAQ       aesgcm_tail_mask<>+64(SB), BX
 	SUBQ       CX, BX
 	VPAND      (BX), Y0, Y15
@@ -10396,7 +11458,7 @@ stage_out_done_26:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_14:
+reduce_12:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11
@@ -10410,14 +11472,14 @@ reduce_14:
 	VMOVDQU      Y13, 32(SP)
 	JMP          final
 
-tail_7:
+tail_5:
 	TESTQ CX, CX
 	JZ    final
 	CMPQ  SI, R13
-	JNE   src_left_27
+	JNE   src_left_24
 	MOVQ  tail_base+64(FP), SI
 
-src_left_27:
+src_left_24:
 	// The tail: a chunk of key stream, then whole vectors, then a partial one.
 	LEAQ        15(CX), BX
 	ANDQ        $-16, BX
@@ -10582,10 +11644,10 @@ src_left_27:
 	VAESENCLAST Y9, Y6, Y6
 	VAESENCLAST Y9, Y7, Y7
 	CMPQ        CX, $0x20
-	JAE         full_30
-	JMP         partial_28
+	JAE         full_27
+	JMP         partial_25
 
-full_30:
+full_27:
 	VPXOR      (SI), Y0, Y0
 	VMOVDQU    Y0, (DI)
 	VMOVDQA    Y0, Y15
@@ -10603,11 +11665,11 @@ full_30:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_31
+	JAE        full_28
 	VMOVDQA    Y1, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_31:
+full_28:
 	VPXOR      (SI), Y1, Y1
 	VMOVDQU    Y1, (DI)
 	VMOVDQA    Y1, Y15
@@ -10625,11 +11687,11 @@ full_31:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_32
+	JAE        full_29
 	VMOVDQA    Y2, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_32:
+full_29:
 	VPXOR      (SI), Y2, Y2
 	VMOVDQU    Y2, (DI)
 	VMOVDQA    Y2, Y15
@@ -10647,11 +11709,11 @@ full_32:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_33
+	JAE        full_30
 	VMOVDQA    Y3, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_33:
+full_30:
 	VPXOR      (SI), Y3, Y3
 	VMOVDQU    Y3, (DI)
 	VMOVDQA    Y3, Y15
@@ -10669,11 +11731,11 @@ full_33:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_34
+	JAE        full_31
 	VMOVDQA    Y4, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_34:
+full_31:
 	VPXOR      (SI), Y4, Y4
 	VMOVDQU    Y4, (DI)
 	VMOVDQA    Y4, Y15
@@ -10691,11 +11753,11 @@ full_34:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_35
+	JAE        full_32
 	VMOVDQA    Y5, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_35:
+full_32:
 	VPXOR      (SI), Y5, Y5
 	VMOVDQU    Y5, (DI)
 	VMOVDQA    Y5, Y15
@@ -10713,11 +11775,11 @@ full_35:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_36
+	JAE        full_33
 	VMOVDQA    Y6, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_36:
+full_33:
 	VPXOR      (SI), Y6, Y6
 	VMOVDQU    Y6, (DI)
 	VMOVDQA    Y6, Y15
@@ -10735,11 +11797,11 @@ full_36:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 	CMPQ       CX, $0x20
-	JAE        full_37
+	JAE        full_34
 	VMOVDQA    Y7, Y0
-	JMP        partial_28
+	JMP        partial_25
 
-full_37:
+full_34:
 	VPXOR      (SI), Y7, Y7
 	VMOVDQU    Y7, (DI)
 	VMOVDQA    Y7, Y15
@@ -10757,36 +11819,138 @@ full_37:
 	ADDQ       $0x20, R12
 	SUBQ       $0x20, CX
 
-partial_28:
+partial_25:
 	TESTQ   CX, CX
-	JZ      reduce_29
-	VPXOR   Y14, Y14, Y14
-	VMOVDQU Y14, (SP)
-	XORQ    BX, BX
+	JZ      reduce_26
+	MOVQ    SI, BX
+	MOVQ    CX, DX
+	CMPQ    DX, $0x10
+	JB      load_small_35
+	VMOVDQU (BX), X14
+	ADDQ    $0x10, BX
+	SUBQ    $0x10, DX
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_34
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
 
-stage_in_38:
-	CMPQ BX, CX
-	JAE  stage_in_done_39
-	MOVB (SI)(BX*1), DL
-	MOVB DL, (SP)(BX*1)
-	INCQ BX
-	JMP  stage_in_38
+ld_no1_34:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_34
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
 
-stage_in_done_39:
-	VMOVDQU (SP), Y15
-	VPXOR   Y15, Y0, Y0
-	VMOVDQU Y0, (SP)
-	XORQ    BX, BX
+ld_no2_34:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_34
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
 
-stage_out_40:
-	CMPQ BX, CX
-	JAE  stage_out_done_41
-	MOVB (SP)(BX*1), DL
-	MOVB DL, (DI)(BX*1)
-	INCQ BX
-	JMP  stage_out_40
+ld_no4_34:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_34
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_34
 
-stage_out_done_41:
+ld_no8_34:
+	VMOVQ R14, X15
+
+ld_done_34:
+	VINSERTI128 $0x01, X15, Y14, Y15
+	JMP         load_done_36
+
+load_small_35:
+	XORQ    R14, R14
+	TESTQ   $0x00000001, DX
+	JZ      ld_no1_35
+	MOVQ    DX, R11
+	ANDQ    $0x0e, R11
+	MOVBQZX (BX)(R11*1), R14
+
+ld_no1_35:
+	TESTQ   $0x00000002, DX
+	JZ      ld_no2_35
+	MOVQ    DX, R11
+	ANDQ    $0x0c, R11
+	SHLQ    $0x10, R14
+	MOVWQZX (BX)(R11*1), R11
+	ORQ     R11, R14
+
+ld_no2_35:
+	TESTQ $0x00000004, DX
+	JZ    ld_no4_35
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	SHLQ  $0x20, R14
+	MOVL  (BX)(R11*1), R11
+	ORQ   R11, R14
+
+ld_no4_35:
+	TESTQ   $0x00000008, DX
+	JZ      ld_no8_35
+	VMOVQ   (BX), X15
+	VPINSRQ $0x01, R14, X15, X15
+	JMP     ld_done_35
+
+ld_no8_35:
+	VMOVQ R14, X15
+
+ld_done_35:
+load_done_36:
+	VPXOR        Y15, Y0, Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DX
+	VMOVDQA      X0, X14
+	CMPQ         DX, $0x10
+	JB           store_small_37
+	VMOVDQU      X14, (BX)
+	VEXTRACTI128 $0x01, Y0, X14
+	ADDQ         $0x10, BX
+	SUBQ         $0x10, DX
+
+store_small_37:
+	TESTQ   $0x00000008, DX
+	JZ      st_no8_36
+	VMOVQ   X14, (BX)
+	VPEXTRQ $0x01, X14, R14
+	JMP     st_4_36
+
+st_no8_36:
+	VMOVQ X14, R14
+
+st_4_36:
+	TESTQ $0x00000004, DX
+	JZ    st_no4_36
+	MOVQ  DX, R11
+	ANDQ  $0x08, R11
+	MOVL  R14, (BX)(R11*1)
+	SHRQ  $0x20, R14
+
+st_no4_36:
+	TESTQ $0x00000002, DX
+	JZ    st_no2_36
+	MOVQ  DX, R11
+	ANDQ  $0x0c, R11
+	MOVW  R14, (BX)(R11*1)
+	SHRQ  $0x10, R14
+
+st_no2_36:
+	TESTQ $0x00000001, DX
+	JZ    st_no1_36
+	MOVQ  DX, R11
+	ANDQ  $0x0e, R11
+	MOVB  R14, (BX)(R11*1)
+
+st_no1_36:
 	LEAQ       aesgcm_tail_mask<>+64(SB), BX
 	SUBQ       CX, BX
 	VPAND      (BX), Y0, Y15
@@ -10800,7 +11964,7 @@ stage_out_done_41:
 	VPXOR      Y13, Y11, Y11
 	VPXOR      Y14, Y11, Y11
 
-reduce_29:
+reduce_26:
 	VPCLMULQDQ   $0x10, aesgcm_gfpoly<>+0(SB), Y10, Y13
 	VPSHUFD      $0x4e, Y10, Y10
 	VPXOR        Y10, Y11, Y11

@@ -7,6 +7,9 @@
 // and 16-way AVX-512 chunk hashing and parent merging), chosen at start-up
 // from the CPU's features. The purego build tag, or any other architecture,
 // selects the portable Go implementation, which gives identical results.
+// The environment variable TENDRIL_BLAKE3, read once at start-up, caps the
+// choice at a narrower level (generic, sse41, avx2 or avx512), so that the
+// paths of narrower CPUs can be run and measured on a wide one.
 //
 // Sum256, Sum512, DeriveKey and a Hasher's steady-state Write do not
 // allocate. Sum256Parallel hashes inputs of 1 MiB and more on several

@@ -4,6 +4,8 @@ package blake3
 
 import (
 	"encoding/binary"
+	"os"
+	"slices"
 
 	"golang.org/x/sys/cpu"
 )
@@ -25,6 +27,17 @@ var (
 	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
 )
 
+// levelCap is the widest level the environment allows: TENDRIL_BLAKE3,
+// read once at start-up, may name one of implNames (generic, sse41, avx2,
+// avx512), so that one binary on a wide CPU can run and measure the paths
+// of narrower ones. Unset or unknown, it caps nothing.
+var levelCap = func() int {
+	if i := slices.Index(implNames[:], os.Getenv("TENDRIL_BLAKE3")); i >= 0 {
+		return i
+	}
+	return implMax
+}()
+
 // impl is the level in use and simdDegree the number of chunks its widest
 // kernel hashes at once; both are set at init from the CPU's features and
 // changed only by setImpl in tests and benchmarks.
@@ -35,17 +48,18 @@ var (
 
 func init() { setImpl(bestImpl()) }
 
-// bestImpl returns the widest level this CPU supports.
+// bestImpl returns the widest level this CPU supports, at most levelCap.
 func bestImpl() int {
+	best := implGeneric
 	switch {
 	case hasAVX512:
-		return implAVX512
+		best = implAVX512
 	case hasAVX2 && hasSSE41:
-		return implAVX2
+		best = implAVX2
 	case hasSSE41:
-		return implSSE41
+		best = implSSE41
 	}
-	return implGeneric
+	return min(best, levelCap)
 }
 
 // setImpl forces an implementation level for tests and benchmarks. It
@@ -114,7 +128,41 @@ func compressChainOut(out *[64]byte, cv *[8]uint32, p []byte, last *[64]byte, co
 	}
 }
 
-// chain2Params lays out chain2AVX512's parameters: the counters, numbers
+// chain2 runs two chains side by side in one kernel call (chain2AVX512,
+// or chain2AVX2 below AVX-512; see their documentation).
+func chain2(cvs *[16]uint32, p0, last0, p1, last1 *byte, lp *[14]uint32) {
+	if impl >= implAVX512 {
+		chain2AVX512(cvs, p0, last0, p1, last1, lp)
+		return
+	}
+	chain2AVX2(cvs, p0, last0, p1, last1, lp)
+}
+
+// chain2Root is chain2 followed by the root compression of the two
+// chaining values (chain2RootAVX512, chain2RootAVX2).
+func chain2Root(cvs *[16]uint32, p0, last0, p1, last1 *byte, lp *[14]uint32, out *[64]byte, rootFlags, swap uint32) {
+	if impl >= implAVX512 {
+		chain2RootAVX512(cvs, p0, last0, p1, last1, lp, out, rootFlags, swap)
+		return
+	}
+	chain2RootAVX2(cvs, p0, last0, p1, last1, lp, out, rootFlags, swap)
+}
+
+// chain2Tail returns the longest tail, in blocks, that hashMany lets
+// follow two full inputs on its own after their chain2 call, rather than
+// giving all three to an 8-way kernel call. With AVX-512 that is 8. With
+// AVX2 a tail block costs about a sixth of the 8-way call's 16 steps, and
+// 2 full chunks and a tail of 1-2 blocks were 10-12% faster through chain2,
+// 4 blocks as fast or slower (alternated on a Zen 5 with the level capped
+// at AVX2; not measured on a CPU without AVX-512).
+func chain2Tail() uint32 {
+	if impl >= implAVX512 {
+		return 8
+	}
+	return 2
+}
+
+// chain2Params lays out chain2's parameters: the counters, numbers
 // of blocks and last block lengths of chains 0 and 1, their flags, and
 // the flags added to their first and to their last block.
 func chain2Params(c0, c1 uint64, n0, n1, len0, len1, flags0, flags1, start0, start1, end0, end1 uint32) [14]uint32 {
@@ -137,12 +185,13 @@ const smallTreeTail = 13
 const shortTail = 4
 
 // hashSmallTree writes the chaining values of the root's two children to
-// pair, for the input shapes that chain2AVX512 makes cheaper than the
-// general path; it reports false, doing nothing, for any other input or
-// below AVX-512. If root is not nil, it writes the first 64 bytes of the
-// root output there instead (pair is then left unset), compressing the
-// root in the last chain2 call where there is one. The shapes:
-//   - two chunks, the second possibly partial: one chain2 call;
+// pair, for the input shapes that chain2 makes cheaper than the general
+// path; it reports false, doing nothing, for any other input or below
+// AVX2. If root is not nil, it writes the first 64 bytes of the root output
+// there instead (pair is then left unset), compressing the root in the
+// last chain2 call where there is one. The shapes:
+//   - two chunks, the second possibly partial: one chain2 call (AVX2 and
+//     AVX-512; the shapes below are measured and taken with AVX-512 only);
 //   - 2^k full chunks and a partial one (k = 1 and at most smallTreeTail
 //     blocks; k = 2, 3 or 4 and at most shortTail; k >= 5): the full chunks'
 //     subtree down to its root's two children, then one chain2 call running
@@ -152,12 +201,15 @@ const shortTail = 4
 //   - 16 full chunks and a longer partial one: one 16-way pass that runs
 //     the partial chunk as its interleaved chain, then the parent levels.
 func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags uint32, root *[64]byte) bool {
-	if impl < implAVX512 || len(input) <= chunkLen {
+	if impl < implAVX2 || len(input) <= chunkLen {
 		return false
 	}
 	if len(input) <= 2*chunkLen {
 		hashTwoChunks(pair, input, key, flags, root)
 		return true
+	}
+	if impl < implAVX512 {
+		return false
 	}
 	full := (len(input) - 1) / chunkLen
 	tail := input[full*chunkLen:]
@@ -211,10 +263,10 @@ func chain2Last(pair *[2 * outLen]byte, root *[64]byte, cvs *[16]uint32, p0, las
 		if swap {
 			s = 1
 		}
-		chain2RootAVX512(cvs, p0, last0, p1, last1, lp, root, flags|flagParent|flagRoot, s)
+		chain2Root(cvs, p0, last0, p1, last1, lp, root, flags|flagParent|flagRoot, s)
 		return
 	}
-	chain2AVX512(cvs, p0, last0, p1, last1, lp)
+	chain2(cvs, p0, last0, p1, last1, lp)
 	first, second := (*[8]uint32)(cvs[:8]), (*[8]uint32)(cvs[8:])
 	if swap {
 		first, second = second, first
@@ -371,7 +423,7 @@ func hashMany(input []byte, n, stride int, tail []byte, padded *[chunkLen]byte, 
 			out = out[lanes*outLen:]
 			n, input, counter = n-k, input[k*stride:], counter+uint64(lanes)*inc
 			hasTail = hasTail && !withTail
-		case impl >= implAVX512 && (n == 2 && (!hasTail || tailBlocks <= 8) || n == 1 && hasTail):
+		case impl >= implAVX2 && (n == 2 && (!hasTail || tailBlocks <= chain2Tail()) || n == 1 && hasTail):
 			// Two inputs side by side in one chain2 call: two full ones (a
 			// short tail follows on its own: cheaper than a 3-lane 8-way
 			// call), or the last full one and the tail.
@@ -391,7 +443,7 @@ func hashMany(input []byte, n, stride int, tail []byte, padded *[chunkLen]byte, 
 			}
 			c0, c1 := counter, counter+inc
 			lp := chain2Params(c0, c1, uint32(blocks), n1, BlockSize, len1, flags, flags, flagsStart, flagsStart, flagsEnd, flagsEnd)
-			chain2AVX512(&cvs, &input[0], &input[(blocks-1)*BlockSize], &p1[0], last1, &lp)
+			chain2(&cvs, &input[0], &input[(blocks-1)*BlockSize], &p1[0], last1, &lp)
 			putCV(out, (*[8]uint32)(cvs[:8]))
 			putCV(out[outLen:], (*[8]uint32)(cvs[8:]))
 			input, out, counter = input[n*stride:], out[2*outLen:], counter+2*inc

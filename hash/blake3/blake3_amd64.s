@@ -6128,6 +6128,3169 @@ block:
 	VZEROUPPER
 	RET
 
+// func chain2AVX2(cvs *[16]uint32, p0 *byte, last0 *byte, p1 *byte, last1 *byte, lp *[14]uint32)
+// Requires: AVX, AVX2, CMOV
+TEXT ·chain2AVX2(SB), $960-48
+	MOVQ        cvs+0(FP), SI
+	MOVQ        p0+8(FP), DX
+	MOVQ        p1+24(FP), DI
+	MOVQ        lp+40(FP), R12
+	MOVL        $0xffffffff, R10
+	MOVL        16(R12), R8
+	MOVL        20(R12), R13
+	CMPQ        R8, $0x01
+	CMOVQEQ     last0+16(FP), DX
+	CMPQ        R13, $0x01
+	CMOVQEQ     last1+32(FP), DI
+	LEAQ        63(SP), R11
+	ANDQ        $-64, R11
+	VMOVDQU     (SI), X0
+	VINSERTI128 $0x01, 32(SI), Y0, Y0
+	VMOVDQU     16(SI), X1
+	VINSERTI128 $0x01, 48(SI), Y1, Y1
+	VMOVDQU     (R12), X5
+
+	// The first blocks' message schedule on the stack, with scalar moves
+	// (AVX2 has no two-table permute); each round then writes its words of
+	// the next blocks.
+	MOVL    (DX), AX
+	MOVL    AX, (R11)
+	MOVL    8(DX), BX
+	MOVL    BX, 4(R11)
+	MOVL    16(DX), AX
+	MOVL    AX, 8(R11)
+	MOVL    24(DX), BX
+	MOVL    BX, 12(R11)
+	MOVL    (DI), AX
+	MOVL    AX, 16(R11)
+	MOVL    8(DI), BX
+	MOVL    BX, 20(R11)
+	MOVL    16(DI), AX
+	MOVL    AX, 24(R11)
+	MOVL    24(DI), BX
+	MOVL    BX, 28(R11)
+	MOVL    4(DX), AX
+	MOVL    AX, 32(R11)
+	MOVL    12(DX), BX
+	MOVL    BX, 36(R11)
+	MOVL    20(DX), AX
+	MOVL    AX, 40(R11)
+	MOVL    28(DX), BX
+	MOVL    BX, 44(R11)
+	MOVL    4(DI), AX
+	MOVL    AX, 48(R11)
+	MOVL    12(DI), BX
+	MOVL    BX, 52(R11)
+	MOVL    20(DI), AX
+	MOVL    AX, 56(R11)
+	MOVL    28(DI), BX
+	MOVL    BX, 60(R11)
+	MOVL    56(DX), AX
+	MOVL    AX, 64(R11)
+	MOVL    32(DX), BX
+	MOVL    BX, 68(R11)
+	MOVL    40(DX), AX
+	MOVL    AX, 72(R11)
+	MOVL    48(DX), BX
+	MOVL    BX, 76(R11)
+	MOVL    56(DI), AX
+	MOVL    AX, 80(R11)
+	MOVL    32(DI), BX
+	MOVL    BX, 84(R11)
+	MOVL    40(DI), AX
+	MOVL    AX, 88(R11)
+	MOVL    48(DI), BX
+	MOVL    BX, 92(R11)
+	MOVL    60(DX), AX
+	MOVL    AX, 96(R11)
+	MOVL    36(DX), BX
+	MOVL    BX, 100(R11)
+	MOVL    44(DX), AX
+	MOVL    AX, 104(R11)
+	MOVL    52(DX), BX
+	MOVL    BX, 108(R11)
+	MOVL    60(DI), AX
+	MOVL    AX, 112(R11)
+	MOVL    36(DI), BX
+	MOVL    BX, 116(R11)
+	MOVL    44(DI), AX
+	MOVL    AX, 120(R11)
+	MOVL    52(DI), BX
+	MOVL    BX, 124(R11)
+	MOVL    8(DX), AX
+	MOVL    AX, 128(R11)
+	MOVL    12(DX), BX
+	MOVL    BX, 132(R11)
+	MOVL    28(DX), AX
+	MOVL    AX, 136(R11)
+	MOVL    16(DX), BX
+	MOVL    BX, 140(R11)
+	MOVL    8(DI), AX
+	MOVL    AX, 144(R11)
+	MOVL    12(DI), BX
+	MOVL    BX, 148(R11)
+	MOVL    28(DI), AX
+	MOVL    AX, 152(R11)
+	MOVL    16(DI), BX
+	MOVL    BX, 156(R11)
+	MOVL    24(DX), AX
+	MOVL    AX, 160(R11)
+	MOVL    40(DX), BX
+	MOVL    BX, 164(R11)
+	MOVL    (DX), AX
+	MOVL    AX, 168(R11)
+	MOVL    52(DX), BX
+	MOVL    BX, 172(R11)
+	MOVL    24(DI), AX
+	MOVL    AX, 176(R11)
+	MOVL    40(DI), BX
+	MOVL    BX, 180(R11)
+	MOVL    (DI), AX
+	MOVL    AX, 184(R11)
+	MOVL    52(DI), BX
+	MOVL    BX, 188(R11)
+	MOVL    60(DX), AX
+	MOVL    AX, 192(R11)
+	MOVL    4(DX), BX
+	MOVL    BX, 196(R11)
+	MOVL    48(DX), AX
+	MOVL    AX, 200(R11)
+	MOVL    36(DX), BX
+	MOVL    BX, 204(R11)
+	MOVL    60(DI), AX
+	MOVL    AX, 208(R11)
+	MOVL    4(DI), BX
+	MOVL    BX, 212(R11)
+	MOVL    48(DI), AX
+	MOVL    AX, 216(R11)
+	MOVL    36(DI), BX
+	MOVL    BX, 220(R11)
+	MOVL    32(DX), AX
+	MOVL    AX, 224(R11)
+	MOVL    44(DX), BX
+	MOVL    BX, 228(R11)
+	MOVL    20(DX), AX
+	MOVL    AX, 232(R11)
+	MOVL    56(DX), BX
+	MOVL    BX, 236(R11)
+	MOVL    32(DI), AX
+	MOVL    AX, 240(R11)
+	MOVL    44(DI), BX
+	MOVL    BX, 244(R11)
+	MOVL    20(DI), AX
+	MOVL    AX, 248(R11)
+	MOVL    56(DI), BX
+	MOVL    BX, 252(R11)
+	MOVL    12(DX), AX
+	MOVL    AX, 256(R11)
+	MOVL    40(DX), BX
+	MOVL    BX, 260(R11)
+	MOVL    52(DX), AX
+	MOVL    AX, 264(R11)
+	MOVL    28(DX), BX
+	MOVL    BX, 268(R11)
+	MOVL    12(DI), AX
+	MOVL    AX, 272(R11)
+	MOVL    40(DI), BX
+	MOVL    BX, 276(R11)
+	MOVL    52(DI), AX
+	MOVL    AX, 280(R11)
+	MOVL    28(DI), BX
+	MOVL    BX, 284(R11)
+	MOVL    16(DX), AX
+	MOVL    AX, 288(R11)
+	MOVL    48(DX), BX
+	MOVL    BX, 292(R11)
+	MOVL    8(DX), AX
+	MOVL    AX, 296(R11)
+	MOVL    56(DX), BX
+	MOVL    BX, 300(R11)
+	MOVL    16(DI), AX
+	MOVL    AX, 304(R11)
+	MOVL    48(DI), BX
+	MOVL    BX, 308(R11)
+	MOVL    8(DI), AX
+	MOVL    AX, 312(R11)
+	MOVL    56(DI), BX
+	MOVL    BX, 316(R11)
+	MOVL    32(DX), AX
+	MOVL    AX, 320(R11)
+	MOVL    24(DX), BX
+	MOVL    BX, 324(R11)
+	MOVL    36(DX), AX
+	MOVL    AX, 328(R11)
+	MOVL    44(DX), BX
+	MOVL    BX, 332(R11)
+	MOVL    32(DI), AX
+	MOVL    AX, 336(R11)
+	MOVL    24(DI), BX
+	MOVL    BX, 340(R11)
+	MOVL    36(DI), AX
+	MOVL    AX, 344(R11)
+	MOVL    44(DI), BX
+	MOVL    BX, 348(R11)
+	MOVL    4(DX), AX
+	MOVL    AX, 352(R11)
+	MOVL    20(DX), BX
+	MOVL    BX, 356(R11)
+	MOVL    (DX), AX
+	MOVL    AX, 360(R11)
+	MOVL    60(DX), BX
+	MOVL    BX, 364(R11)
+	MOVL    4(DI), AX
+	MOVL    AX, 368(R11)
+	MOVL    20(DI), BX
+	MOVL    BX, 372(R11)
+	MOVL    (DI), AX
+	MOVL    AX, 376(R11)
+	MOVL    60(DI), BX
+	MOVL    BX, 380(R11)
+	MOVL    40(DX), AX
+	MOVL    AX, 384(R11)
+	MOVL    48(DX), BX
+	MOVL    BX, 388(R11)
+	MOVL    56(DX), AX
+	MOVL    AX, 392(R11)
+	MOVL    52(DX), BX
+	MOVL    BX, 396(R11)
+	MOVL    40(DI), AX
+	MOVL    AX, 400(R11)
+	MOVL    48(DI), BX
+	MOVL    BX, 404(R11)
+	MOVL    56(DI), AX
+	MOVL    AX, 408(R11)
+	MOVL    52(DI), BX
+	MOVL    BX, 412(R11)
+	MOVL    28(DX), AX
+	MOVL    AX, 416(R11)
+	MOVL    36(DX), BX
+	MOVL    BX, 420(R11)
+	MOVL    12(DX), AX
+	MOVL    AX, 424(R11)
+	MOVL    60(DX), BX
+	MOVL    BX, 428(R11)
+	MOVL    28(DI), AX
+	MOVL    AX, 432(R11)
+	MOVL    36(DI), BX
+	MOVL    BX, 436(R11)
+	MOVL    12(DI), AX
+	MOVL    AX, 440(R11)
+	MOVL    60(DI), BX
+	MOVL    BX, 444(R11)
+	MOVL    4(DX), AX
+	MOVL    AX, 448(R11)
+	MOVL    16(DX), BX
+	MOVL    BX, 452(R11)
+	MOVL    44(DX), AX
+	MOVL    AX, 456(R11)
+	MOVL    20(DX), BX
+	MOVL    BX, 460(R11)
+	MOVL    4(DI), AX
+	MOVL    AX, 464(R11)
+	MOVL    16(DI), BX
+	MOVL    BX, 468(R11)
+	MOVL    44(DI), AX
+	MOVL    AX, 472(R11)
+	MOVL    20(DI), BX
+	MOVL    BX, 476(R11)
+	MOVL    24(DX), AX
+	MOVL    AX, 480(R11)
+	MOVL    (DX), BX
+	MOVL    BX, 484(R11)
+	MOVL    8(DX), AX
+	MOVL    AX, 488(R11)
+	MOVL    32(DX), BX
+	MOVL    BX, 492(R11)
+	MOVL    24(DI), AX
+	MOVL    AX, 496(R11)
+	MOVL    (DI), BX
+	MOVL    BX, 500(R11)
+	MOVL    8(DI), AX
+	MOVL    AX, 504(R11)
+	MOVL    32(DI), BX
+	MOVL    BX, 508(R11)
+	MOVL    48(DX), AX
+	MOVL    AX, 512(R11)
+	MOVL    36(DX), BX
+	MOVL    BX, 516(R11)
+	MOVL    60(DX), AX
+	MOVL    AX, 520(R11)
+	MOVL    56(DX), BX
+	MOVL    BX, 524(R11)
+	MOVL    48(DI), AX
+	MOVL    AX, 528(R11)
+	MOVL    36(DI), BX
+	MOVL    BX, 532(R11)
+	MOVL    60(DI), AX
+	MOVL    AX, 536(R11)
+	MOVL    56(DI), BX
+	MOVL    BX, 540(R11)
+	MOVL    52(DX), AX
+	MOVL    AX, 544(R11)
+	MOVL    44(DX), BX
+	MOVL    BX, 548(R11)
+	MOVL    40(DX), AX
+	MOVL    AX, 552(R11)
+	MOVL    32(DX), BX
+	MOVL    BX, 556(R11)
+	MOVL    52(DI), AX
+	MOVL    AX, 560(R11)
+	MOVL    44(DI), BX
+	MOVL    BX, 564(R11)
+	MOVL    40(DI), AX
+	MOVL    AX, 568(R11)
+	MOVL    32(DI), BX
+	MOVL    BX, 572(R11)
+	MOVL    24(DX), AX
+	MOVL    AX, 576(R11)
+	MOVL    28(DX), BX
+	MOVL    BX, 580(R11)
+	MOVL    20(DX), AX
+	MOVL    AX, 584(R11)
+	MOVL    (DX), BX
+	MOVL    BX, 588(R11)
+	MOVL    24(DI), AX
+	MOVL    AX, 592(R11)
+	MOVL    28(DI), BX
+	MOVL    BX, 596(R11)
+	MOVL    20(DI), AX
+	MOVL    AX, 600(R11)
+	MOVL    (DI), BX
+	MOVL    BX, 604(R11)
+	MOVL    16(DX), AX
+	MOVL    AX, 608(R11)
+	MOVL    8(DX), BX
+	MOVL    BX, 612(R11)
+	MOVL    12(DX), AX
+	MOVL    AX, 616(R11)
+	MOVL    4(DX), BX
+	MOVL    BX, 620(R11)
+	MOVL    16(DI), AX
+	MOVL    AX, 624(R11)
+	MOVL    8(DI), BX
+	MOVL    BX, 628(R11)
+	MOVL    12(DI), AX
+	MOVL    AX, 632(R11)
+	MOVL    4(DI), BX
+	MOVL    BX, 636(R11)
+	MOVL    36(DX), AX
+	MOVL    AX, 640(R11)
+	MOVL    44(DX), BX
+	MOVL    BX, 644(R11)
+	MOVL    32(DX), AX
+	MOVL    AX, 648(R11)
+	MOVL    60(DX), BX
+	MOVL    BX, 652(R11)
+	MOVL    36(DI), AX
+	MOVL    AX, 656(R11)
+	MOVL    44(DI), BX
+	MOVL    BX, 660(R11)
+	MOVL    32(DI), AX
+	MOVL    AX, 664(R11)
+	MOVL    60(DI), BX
+	MOVL    BX, 668(R11)
+	MOVL    56(DX), AX
+	MOVL    AX, 672(R11)
+	MOVL    20(DX), BX
+	MOVL    BX, 676(R11)
+	MOVL    48(DX), AX
+	MOVL    AX, 680(R11)
+	MOVL    4(DX), BX
+	MOVL    BX, 684(R11)
+	MOVL    56(DI), AX
+	MOVL    AX, 688(R11)
+	MOVL    20(DI), BX
+	MOVL    BX, 692(R11)
+	MOVL    48(DI), AX
+	MOVL    AX, 696(R11)
+	MOVL    4(DI), BX
+	MOVL    BX, 700(R11)
+	MOVL    16(DX), AX
+	MOVL    AX, 704(R11)
+	MOVL    52(DX), BX
+	MOVL    BX, 708(R11)
+	MOVL    (DX), AX
+	MOVL    AX, 712(R11)
+	MOVL    8(DX), BX
+	MOVL    BX, 716(R11)
+	MOVL    16(DI), AX
+	MOVL    AX, 720(R11)
+	MOVL    52(DI), BX
+	MOVL    BX, 724(R11)
+	MOVL    (DI), AX
+	MOVL    AX, 728(R11)
+	MOVL    8(DI), BX
+	MOVL    BX, 732(R11)
+	MOVL    28(DX), AX
+	MOVL    AX, 736(R11)
+	MOVL    12(DX), BX
+	MOVL    BX, 740(R11)
+	MOVL    40(DX), AX
+	MOVL    AX, 744(R11)
+	MOVL    24(DX), BX
+	MOVL    BX, 748(R11)
+	MOVL    28(DI), AX
+	MOVL    AX, 752(R11)
+	MOVL    12(DI), BX
+	MOVL    BX, 756(R11)
+	MOVL    40(DI), AX
+	MOVL    AX, 760(R11)
+	MOVL    24(DI), BX
+	MOVL    BX, 764(R11)
+	MOVL    44(DX), AX
+	MOVL    AX, 768(R11)
+	MOVL    20(DX), BX
+	MOVL    BX, 772(R11)
+	MOVL    4(DX), AX
+	MOVL    AX, 776(R11)
+	MOVL    32(DX), BX
+	MOVL    BX, 780(R11)
+	MOVL    44(DI), AX
+	MOVL    AX, 784(R11)
+	MOVL    20(DI), BX
+	MOVL    BX, 788(R11)
+	MOVL    4(DI), AX
+	MOVL    AX, 792(R11)
+	MOVL    32(DI), BX
+	MOVL    BX, 796(R11)
+	MOVL    60(DX), AX
+	MOVL    AX, 800(R11)
+	MOVL    (DX), BX
+	MOVL    BX, 804(R11)
+	MOVL    36(DX), AX
+	MOVL    AX, 808(R11)
+	MOVL    24(DX), BX
+	MOVL    BX, 812(R11)
+	MOVL    60(DI), AX
+	MOVL    AX, 816(R11)
+	MOVL    (DI), BX
+	MOVL    BX, 820(R11)
+	MOVL    36(DI), AX
+	MOVL    AX, 824(R11)
+	MOVL    24(DI), BX
+	MOVL    BX, 828(R11)
+	MOVL    28(DX), AX
+	MOVL    AX, 832(R11)
+	MOVL    56(DX), BX
+	MOVL    BX, 836(R11)
+	MOVL    8(DX), AX
+	MOVL    AX, 840(R11)
+	MOVL    12(DX), BX
+	MOVL    BX, 844(R11)
+	MOVL    28(DI), AX
+	MOVL    AX, 848(R11)
+	MOVL    56(DI), BX
+	MOVL    BX, 852(R11)
+	MOVL    8(DI), AX
+	MOVL    AX, 856(R11)
+	MOVL    12(DI), BX
+	MOVL    BX, 860(R11)
+	MOVL    52(DX), AX
+	MOVL    AX, 864(R11)
+	MOVL    40(DX), BX
+	MOVL    BX, 868(R11)
+	MOVL    48(DX), AX
+	MOVL    AX, 872(R11)
+	MOVL    16(DX), BX
+	MOVL    BX, 876(R11)
+	MOVL    52(DI), AX
+	MOVL    AX, 880(R11)
+	MOVL    40(DI), BX
+	MOVL    BX, 884(R11)
+	MOVL    48(DI), AX
+	MOVL    AX, 888(R11)
+	MOVL    16(DI), BX
+	MOVL    BX, 892(R11)
+	VMOVDQU blake3Rot16<>+0(SB), Y10
+	VMOVDQU blake3Rot8<>+0(SB), Y11
+
+loop:
+	// Row d: (counter, block length, flags) for each chain.
+	MOVL           32(R12), R14
+	MOVL           40(R12), R15
+	ANDL           R10, R15
+	ORL            R15, R14
+	XORL           R9, R9
+	MOVL           $0x00000040, BX
+	CMPQ           R8, $0x01
+	CMOVLEQ        48(R12), R9
+	CMOVLEQ        24(R12), BX
+	ORL            R9, R14
+	SHLQ           $0x20, R14
+	ORQ            BX, R14
+	MOVQ           R14, CX
+	VMOVQ          CX, X6
+	MOVL           36(R12), R14
+	MOVL           44(R12), R15
+	ANDL           R10, R15
+	ORL            R15, R14
+	XORL           R9, R9
+	MOVL           $0x00000040, BX
+	CMPQ           R13, $0x01
+	CMOVLEQ        52(R12), R9
+	CMOVLEQ        28(R12), BX
+	ORL            R9, R14
+	SHLQ           $0x20, R14
+	ORQ            BX, R14
+	MOVQ           R14, CX
+	VPINSRQ        $0x01, CX, X6, X6
+	XORL           R10, R10
+	VPUNPCKLQDQ    X6, X5, X7
+	VPUNPCKHQDQ    X6, X5, X8
+	VINSERTI128    $0x01, X8, Y7, Y3
+	VBROADCASTI128 blake3IV<>+0(SB), Y2
+	LEAQ           64(DX), R14
+	CMPQ           R8, $0x02
+	CMOVQEQ        last0+16(FP), R14
+	CMPQ           R8, $0x01
+	CMOVQEQ        DX, R14
+	LEAQ           64(DI), R15
+	CMPQ           R13, $0x02
+	CMOVQEQ        last1+32(FP), R15
+	CMPQ           R13, $0x01
+	CMOVQLE        DI, R15
+
+	// round 1
+	VPADDD  (R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  32(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  64(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  96(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    (R14), AX
+	MOVL    AX, (R11)
+	MOVL    8(R14), BX
+	MOVL    BX, 4(R11)
+	MOVL    16(R14), AX
+	MOVL    AX, 8(R11)
+	MOVL    24(R14), BX
+	MOVL    BX, 12(R11)
+	MOVL    (R15), AX
+	MOVL    AX, 16(R11)
+	MOVL    8(R15), BX
+	MOVL    BX, 20(R11)
+	MOVL    16(R15), AX
+	MOVL    AX, 24(R11)
+	MOVL    24(R15), BX
+	MOVL    BX, 28(R11)
+	MOVL    4(R14), AX
+	MOVL    AX, 32(R11)
+	MOVL    12(R14), BX
+	MOVL    BX, 36(R11)
+	MOVL    20(R14), AX
+	MOVL    AX, 40(R11)
+	MOVL    28(R14), BX
+	MOVL    BX, 44(R11)
+	MOVL    4(R15), AX
+	MOVL    AX, 48(R11)
+	MOVL    12(R15), BX
+	MOVL    BX, 52(R11)
+	MOVL    20(R15), AX
+	MOVL    AX, 56(R11)
+	MOVL    28(R15), BX
+	MOVL    BX, 60(R11)
+	MOVL    56(R14), AX
+	MOVL    AX, 64(R11)
+	MOVL    32(R14), BX
+	MOVL    BX, 68(R11)
+	MOVL    40(R14), AX
+	MOVL    AX, 72(R11)
+	MOVL    48(R14), BX
+	MOVL    BX, 76(R11)
+	MOVL    56(R15), AX
+	MOVL    AX, 80(R11)
+	MOVL    32(R15), BX
+	MOVL    BX, 84(R11)
+	MOVL    40(R15), AX
+	MOVL    AX, 88(R11)
+	MOVL    48(R15), BX
+	MOVL    BX, 92(R11)
+	MOVL    60(R14), AX
+	MOVL    AX, 96(R11)
+	MOVL    36(R14), BX
+	MOVL    BX, 100(R11)
+	MOVL    44(R14), AX
+	MOVL    AX, 104(R11)
+	MOVL    52(R14), BX
+	MOVL    BX, 108(R11)
+	MOVL    60(R15), AX
+	MOVL    AX, 112(R11)
+	MOVL    36(R15), BX
+	MOVL    BX, 116(R11)
+	MOVL    44(R15), AX
+	MOVL    AX, 120(R11)
+	MOVL    52(R15), BX
+	MOVL    BX, 124(R11)
+
+	// round 2
+	VPADDD  128(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  160(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  192(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  224(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    8(R14), AX
+	MOVL    AX, 128(R11)
+	MOVL    12(R14), BX
+	MOVL    BX, 132(R11)
+	MOVL    28(R14), AX
+	MOVL    AX, 136(R11)
+	MOVL    16(R14), BX
+	MOVL    BX, 140(R11)
+	MOVL    8(R15), AX
+	MOVL    AX, 144(R11)
+	MOVL    12(R15), BX
+	MOVL    BX, 148(R11)
+	MOVL    28(R15), AX
+	MOVL    AX, 152(R11)
+	MOVL    16(R15), BX
+	MOVL    BX, 156(R11)
+	MOVL    24(R14), AX
+	MOVL    AX, 160(R11)
+	MOVL    40(R14), BX
+	MOVL    BX, 164(R11)
+	MOVL    (R14), AX
+	MOVL    AX, 168(R11)
+	MOVL    52(R14), BX
+	MOVL    BX, 172(R11)
+	MOVL    24(R15), AX
+	MOVL    AX, 176(R11)
+	MOVL    40(R15), BX
+	MOVL    BX, 180(R11)
+	MOVL    (R15), AX
+	MOVL    AX, 184(R11)
+	MOVL    52(R15), BX
+	MOVL    BX, 188(R11)
+	MOVL    60(R14), AX
+	MOVL    AX, 192(R11)
+	MOVL    4(R14), BX
+	MOVL    BX, 196(R11)
+	MOVL    48(R14), AX
+	MOVL    AX, 200(R11)
+	MOVL    36(R14), BX
+	MOVL    BX, 204(R11)
+	MOVL    60(R15), AX
+	MOVL    AX, 208(R11)
+	MOVL    4(R15), BX
+	MOVL    BX, 212(R11)
+	MOVL    48(R15), AX
+	MOVL    AX, 216(R11)
+	MOVL    36(R15), BX
+	MOVL    BX, 220(R11)
+	MOVL    32(R14), AX
+	MOVL    AX, 224(R11)
+	MOVL    44(R14), BX
+	MOVL    BX, 228(R11)
+	MOVL    20(R14), AX
+	MOVL    AX, 232(R11)
+	MOVL    56(R14), BX
+	MOVL    BX, 236(R11)
+	MOVL    32(R15), AX
+	MOVL    AX, 240(R11)
+	MOVL    44(R15), BX
+	MOVL    BX, 244(R11)
+	MOVL    20(R15), AX
+	MOVL    AX, 248(R11)
+	MOVL    56(R15), BX
+	MOVL    BX, 252(R11)
+
+	// round 3
+	VPADDD  256(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  288(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  320(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  352(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    12(R14), AX
+	MOVL    AX, 256(R11)
+	MOVL    40(R14), BX
+	MOVL    BX, 260(R11)
+	MOVL    52(R14), AX
+	MOVL    AX, 264(R11)
+	MOVL    28(R14), BX
+	MOVL    BX, 268(R11)
+	MOVL    12(R15), AX
+	MOVL    AX, 272(R11)
+	MOVL    40(R15), BX
+	MOVL    BX, 276(R11)
+	MOVL    52(R15), AX
+	MOVL    AX, 280(R11)
+	MOVL    28(R15), BX
+	MOVL    BX, 284(R11)
+	MOVL    16(R14), AX
+	MOVL    AX, 288(R11)
+	MOVL    48(R14), BX
+	MOVL    BX, 292(R11)
+	MOVL    8(R14), AX
+	MOVL    AX, 296(R11)
+	MOVL    56(R14), BX
+	MOVL    BX, 300(R11)
+	MOVL    16(R15), AX
+	MOVL    AX, 304(R11)
+	MOVL    48(R15), BX
+	MOVL    BX, 308(R11)
+	MOVL    8(R15), AX
+	MOVL    AX, 312(R11)
+	MOVL    56(R15), BX
+	MOVL    BX, 316(R11)
+	MOVL    32(R14), AX
+	MOVL    AX, 320(R11)
+	MOVL    24(R14), BX
+	MOVL    BX, 324(R11)
+	MOVL    36(R14), AX
+	MOVL    AX, 328(R11)
+	MOVL    44(R14), BX
+	MOVL    BX, 332(R11)
+	MOVL    32(R15), AX
+	MOVL    AX, 336(R11)
+	MOVL    24(R15), BX
+	MOVL    BX, 340(R11)
+	MOVL    36(R15), AX
+	MOVL    AX, 344(R11)
+	MOVL    44(R15), BX
+	MOVL    BX, 348(R11)
+	MOVL    4(R14), AX
+	MOVL    AX, 352(R11)
+	MOVL    20(R14), BX
+	MOVL    BX, 356(R11)
+	MOVL    (R14), AX
+	MOVL    AX, 360(R11)
+	MOVL    60(R14), BX
+	MOVL    BX, 364(R11)
+	MOVL    4(R15), AX
+	MOVL    AX, 368(R11)
+	MOVL    20(R15), BX
+	MOVL    BX, 372(R11)
+	MOVL    (R15), AX
+	MOVL    AX, 376(R11)
+	MOVL    60(R15), BX
+	MOVL    BX, 380(R11)
+
+	// round 4
+	VPADDD  384(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  416(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  448(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  480(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    40(R14), AX
+	MOVL    AX, 384(R11)
+	MOVL    48(R14), BX
+	MOVL    BX, 388(R11)
+	MOVL    56(R14), AX
+	MOVL    AX, 392(R11)
+	MOVL    52(R14), BX
+	MOVL    BX, 396(R11)
+	MOVL    40(R15), AX
+	MOVL    AX, 400(R11)
+	MOVL    48(R15), BX
+	MOVL    BX, 404(R11)
+	MOVL    56(R15), AX
+	MOVL    AX, 408(R11)
+	MOVL    52(R15), BX
+	MOVL    BX, 412(R11)
+	MOVL    28(R14), AX
+	MOVL    AX, 416(R11)
+	MOVL    36(R14), BX
+	MOVL    BX, 420(R11)
+	MOVL    12(R14), AX
+	MOVL    AX, 424(R11)
+	MOVL    60(R14), BX
+	MOVL    BX, 428(R11)
+	MOVL    28(R15), AX
+	MOVL    AX, 432(R11)
+	MOVL    36(R15), BX
+	MOVL    BX, 436(R11)
+	MOVL    12(R15), AX
+	MOVL    AX, 440(R11)
+	MOVL    60(R15), BX
+	MOVL    BX, 444(R11)
+	MOVL    4(R14), AX
+	MOVL    AX, 448(R11)
+	MOVL    16(R14), BX
+	MOVL    BX, 452(R11)
+	MOVL    44(R14), AX
+	MOVL    AX, 456(R11)
+	MOVL    20(R14), BX
+	MOVL    BX, 460(R11)
+	MOVL    4(R15), AX
+	MOVL    AX, 464(R11)
+	MOVL    16(R15), BX
+	MOVL    BX, 468(R11)
+	MOVL    44(R15), AX
+	MOVL    AX, 472(R11)
+	MOVL    20(R15), BX
+	MOVL    BX, 476(R11)
+	MOVL    24(R14), AX
+	MOVL    AX, 480(R11)
+	MOVL    (R14), BX
+	MOVL    BX, 484(R11)
+	MOVL    8(R14), AX
+	MOVL    AX, 488(R11)
+	MOVL    32(R14), BX
+	MOVL    BX, 492(R11)
+	MOVL    24(R15), AX
+	MOVL    AX, 496(R11)
+	MOVL    (R15), BX
+	MOVL    BX, 500(R11)
+	MOVL    8(R15), AX
+	MOVL    AX, 504(R11)
+	MOVL    32(R15), BX
+	MOVL    BX, 508(R11)
+
+	// round 5
+	VPADDD  512(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  544(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  576(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  608(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    48(R14), AX
+	MOVL    AX, 512(R11)
+	MOVL    36(R14), BX
+	MOVL    BX, 516(R11)
+	MOVL    60(R14), AX
+	MOVL    AX, 520(R11)
+	MOVL    56(R14), BX
+	MOVL    BX, 524(R11)
+	MOVL    48(R15), AX
+	MOVL    AX, 528(R11)
+	MOVL    36(R15), BX
+	MOVL    BX, 532(R11)
+	MOVL    60(R15), AX
+	MOVL    AX, 536(R11)
+	MOVL    56(R15), BX
+	MOVL    BX, 540(R11)
+	MOVL    52(R14), AX
+	MOVL    AX, 544(R11)
+	MOVL    44(R14), BX
+	MOVL    BX, 548(R11)
+	MOVL    40(R14), AX
+	MOVL    AX, 552(R11)
+	MOVL    32(R14), BX
+	MOVL    BX, 556(R11)
+	MOVL    52(R15), AX
+	MOVL    AX, 560(R11)
+	MOVL    44(R15), BX
+	MOVL    BX, 564(R11)
+	MOVL    40(R15), AX
+	MOVL    AX, 568(R11)
+	MOVL    32(R15), BX
+	MOVL    BX, 572(R11)
+	MOVL    24(R14), AX
+	MOVL    AX, 576(R11)
+	MOVL    28(R14), BX
+	MOVL    BX, 580(R11)
+	MOVL    20(R14), AX
+	MOVL    AX, 584(R11)
+	MOVL    (R14), BX
+	MOVL    BX, 588(R11)
+	MOVL    24(R15), AX
+	MOVL    AX, 592(R11)
+	MOVL    28(R15), BX
+	MOVL    BX, 596(R11)
+	MOVL    20(R15), AX
+	MOVL    AX, 600(R11)
+	MOVL    (R15), BX
+	MOVL    BX, 604(R11)
+	MOVL    16(R14), AX
+	MOVL    AX, 608(R11)
+	MOVL    8(R14), BX
+	MOVL    BX, 612(R11)
+	MOVL    12(R14), AX
+	MOVL    AX, 616(R11)
+	MOVL    4(R14), BX
+	MOVL    BX, 620(R11)
+	MOVL    16(R15), AX
+	MOVL    AX, 624(R11)
+	MOVL    8(R15), BX
+	MOVL    BX, 628(R11)
+	MOVL    12(R15), AX
+	MOVL    AX, 632(R11)
+	MOVL    4(R15), BX
+	MOVL    BX, 636(R11)
+
+	// round 6
+	VPADDD  640(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  672(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  704(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  736(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    36(R14), AX
+	MOVL    AX, 640(R11)
+	MOVL    44(R14), BX
+	MOVL    BX, 644(R11)
+	MOVL    32(R14), AX
+	MOVL    AX, 648(R11)
+	MOVL    60(R14), BX
+	MOVL    BX, 652(R11)
+	MOVL    36(R15), AX
+	MOVL    AX, 656(R11)
+	MOVL    44(R15), BX
+	MOVL    BX, 660(R11)
+	MOVL    32(R15), AX
+	MOVL    AX, 664(R11)
+	MOVL    60(R15), BX
+	MOVL    BX, 668(R11)
+	MOVL    56(R14), AX
+	MOVL    AX, 672(R11)
+	MOVL    20(R14), BX
+	MOVL    BX, 676(R11)
+	MOVL    48(R14), AX
+	MOVL    AX, 680(R11)
+	MOVL    4(R14), BX
+	MOVL    BX, 684(R11)
+	MOVL    56(R15), AX
+	MOVL    AX, 688(R11)
+	MOVL    20(R15), BX
+	MOVL    BX, 692(R11)
+	MOVL    48(R15), AX
+	MOVL    AX, 696(R11)
+	MOVL    4(R15), BX
+	MOVL    BX, 700(R11)
+	MOVL    16(R14), AX
+	MOVL    AX, 704(R11)
+	MOVL    52(R14), BX
+	MOVL    BX, 708(R11)
+	MOVL    (R14), AX
+	MOVL    AX, 712(R11)
+	MOVL    8(R14), BX
+	MOVL    BX, 716(R11)
+	MOVL    16(R15), AX
+	MOVL    AX, 720(R11)
+	MOVL    52(R15), BX
+	MOVL    BX, 724(R11)
+	MOVL    (R15), AX
+	MOVL    AX, 728(R11)
+	MOVL    8(R15), BX
+	MOVL    BX, 732(R11)
+	MOVL    28(R14), AX
+	MOVL    AX, 736(R11)
+	MOVL    12(R14), BX
+	MOVL    BX, 740(R11)
+	MOVL    40(R14), AX
+	MOVL    AX, 744(R11)
+	MOVL    24(R14), BX
+	MOVL    BX, 748(R11)
+	MOVL    28(R15), AX
+	MOVL    AX, 752(R11)
+	MOVL    12(R15), BX
+	MOVL    BX, 756(R11)
+	MOVL    40(R15), AX
+	MOVL    AX, 760(R11)
+	MOVL    24(R15), BX
+	MOVL    BX, 764(R11)
+
+	// round 7
+	VPADDD  768(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  800(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  832(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  864(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    44(R14), AX
+	MOVL    AX, 768(R11)
+	MOVL    20(R14), BX
+	MOVL    BX, 772(R11)
+	MOVL    4(R14), AX
+	MOVL    AX, 776(R11)
+	MOVL    32(R14), BX
+	MOVL    BX, 780(R11)
+	MOVL    44(R15), AX
+	MOVL    AX, 784(R11)
+	MOVL    20(R15), BX
+	MOVL    BX, 788(R11)
+	MOVL    4(R15), AX
+	MOVL    AX, 792(R11)
+	MOVL    32(R15), BX
+	MOVL    BX, 796(R11)
+	MOVL    60(R14), AX
+	MOVL    AX, 800(R11)
+	MOVL    (R14), BX
+	MOVL    BX, 804(R11)
+	MOVL    36(R14), AX
+	MOVL    AX, 808(R11)
+	MOVL    24(R14), BX
+	MOVL    BX, 812(R11)
+	MOVL    60(R15), AX
+	MOVL    AX, 816(R11)
+	MOVL    (R15), BX
+	MOVL    BX, 820(R11)
+	MOVL    36(R15), AX
+	MOVL    AX, 824(R11)
+	MOVL    24(R15), BX
+	MOVL    BX, 828(R11)
+	MOVL    28(R14), AX
+	MOVL    AX, 832(R11)
+	MOVL    56(R14), BX
+	MOVL    BX, 836(R11)
+	MOVL    8(R14), AX
+	MOVL    AX, 840(R11)
+	MOVL    12(R14), BX
+	MOVL    BX, 844(R11)
+	MOVL    28(R15), AX
+	MOVL    AX, 848(R11)
+	MOVL    56(R15), BX
+	MOVL    BX, 852(R11)
+	MOVL    8(R15), AX
+	MOVL    AX, 856(R11)
+	MOVL    12(R15), BX
+	MOVL    BX, 860(R11)
+	MOVL    52(R14), AX
+	MOVL    AX, 864(R11)
+	MOVL    40(R14), BX
+	MOVL    BX, 868(R11)
+	MOVL    48(R14), AX
+	MOVL    AX, 872(R11)
+	MOVL    16(R14), BX
+	MOVL    BX, 876(R11)
+	MOVL    52(R15), AX
+	MOVL    AX, 880(R11)
+	MOVL    40(R15), BX
+	MOVL    BX, 884(R11)
+	MOVL    48(R15), AX
+	MOVL    AX, 888(R11)
+	MOVL    16(R15), BX
+	MOVL    BX, 892(R11)
+	VPXOR   Y2, Y0, Y0
+	VPXOR   Y3, Y1, Y1
+
+	// Chain 1 ends here: store its chaining value. Otherwise step on.
+	CMPQ         R13, $0x01
+	JNE          more1
+	VEXTRACTI128 $0x01, Y0, 32(SI)
+	VEXTRACTI128 $0x01, Y1, 48(SI)
+
+more1:
+	MOVQ    R15, DI
+	DECQ    R13
+	MOVQ    R14, DX
+	DECQ    R8
+	JNZ     loop
+	VMOVDQU X0, (SI)
+	VMOVDQU X1, 16(SI)
+	VZEROUPPER
+	RET
+
+// func chain2RootAVX2(cvs *[16]uint32, p0 *byte, last0 *byte, p1 *byte, last1 *byte, lp *[14]uint32, out *[64]byte, rootFlags uint32, swap uint32)
+// Requires: AVX, AVX2, CMOV
+TEXT ·chain2RootAVX2(SB), $960-64
+	MOVQ        cvs+0(FP), SI
+	MOVQ        p0+8(FP), DX
+	MOVQ        p1+24(FP), DI
+	MOVQ        lp+40(FP), R12
+	MOVL        $0xffffffff, R10
+	MOVL        16(R12), R8
+	MOVL        20(R12), R13
+	CMPQ        R8, $0x01
+	CMOVQEQ     last0+16(FP), DX
+	CMPQ        R13, $0x01
+	CMOVQEQ     last1+32(FP), DI
+	LEAQ        63(SP), R11
+	ANDQ        $-64, R11
+	VMOVDQU     (SI), X0
+	VINSERTI128 $0x01, 32(SI), Y0, Y0
+	VMOVDQU     16(SI), X1
+	VINSERTI128 $0x01, 48(SI), Y1, Y1
+	VMOVDQU     (SI), X14
+	VMOVDQU     16(SI), X15
+	VMOVDQU     (R12), X5
+
+	// The first blocks' message schedule on the stack, with scalar moves
+	// (AVX2 has no two-table permute); each round then writes its words of
+	// the next blocks.
+	MOVL    (DX), AX
+	MOVL    AX, (R11)
+	MOVL    8(DX), BX
+	MOVL    BX, 4(R11)
+	MOVL    16(DX), AX
+	MOVL    AX, 8(R11)
+	MOVL    24(DX), BX
+	MOVL    BX, 12(R11)
+	MOVL    (DI), AX
+	MOVL    AX, 16(R11)
+	MOVL    8(DI), BX
+	MOVL    BX, 20(R11)
+	MOVL    16(DI), AX
+	MOVL    AX, 24(R11)
+	MOVL    24(DI), BX
+	MOVL    BX, 28(R11)
+	MOVL    4(DX), AX
+	MOVL    AX, 32(R11)
+	MOVL    12(DX), BX
+	MOVL    BX, 36(R11)
+	MOVL    20(DX), AX
+	MOVL    AX, 40(R11)
+	MOVL    28(DX), BX
+	MOVL    BX, 44(R11)
+	MOVL    4(DI), AX
+	MOVL    AX, 48(R11)
+	MOVL    12(DI), BX
+	MOVL    BX, 52(R11)
+	MOVL    20(DI), AX
+	MOVL    AX, 56(R11)
+	MOVL    28(DI), BX
+	MOVL    BX, 60(R11)
+	MOVL    56(DX), AX
+	MOVL    AX, 64(R11)
+	MOVL    32(DX), BX
+	MOVL    BX, 68(R11)
+	MOVL    40(DX), AX
+	MOVL    AX, 72(R11)
+	MOVL    48(DX), BX
+	MOVL    BX, 76(R11)
+	MOVL    56(DI), AX
+	MOVL    AX, 80(R11)
+	MOVL    32(DI), BX
+	MOVL    BX, 84(R11)
+	MOVL    40(DI), AX
+	MOVL    AX, 88(R11)
+	MOVL    48(DI), BX
+	MOVL    BX, 92(R11)
+	MOVL    60(DX), AX
+	MOVL    AX, 96(R11)
+	MOVL    36(DX), BX
+	MOVL    BX, 100(R11)
+	MOVL    44(DX), AX
+	MOVL    AX, 104(R11)
+	MOVL    52(DX), BX
+	MOVL    BX, 108(R11)
+	MOVL    60(DI), AX
+	MOVL    AX, 112(R11)
+	MOVL    36(DI), BX
+	MOVL    BX, 116(R11)
+	MOVL    44(DI), AX
+	MOVL    AX, 120(R11)
+	MOVL    52(DI), BX
+	MOVL    BX, 124(R11)
+	MOVL    8(DX), AX
+	MOVL    AX, 128(R11)
+	MOVL    12(DX), BX
+	MOVL    BX, 132(R11)
+	MOVL    28(DX), AX
+	MOVL    AX, 136(R11)
+	MOVL    16(DX), BX
+	MOVL    BX, 140(R11)
+	MOVL    8(DI), AX
+	MOVL    AX, 144(R11)
+	MOVL    12(DI), BX
+	MOVL    BX, 148(R11)
+	MOVL    28(DI), AX
+	MOVL    AX, 152(R11)
+	MOVL    16(DI), BX
+	MOVL    BX, 156(R11)
+	MOVL    24(DX), AX
+	MOVL    AX, 160(R11)
+	MOVL    40(DX), BX
+	MOVL    BX, 164(R11)
+	MOVL    (DX), AX
+	MOVL    AX, 168(R11)
+	MOVL    52(DX), BX
+	MOVL    BX, 172(R11)
+	MOVL    24(DI), AX
+	MOVL    AX, 176(R11)
+	MOVL    40(DI), BX
+	MOVL    BX, 180(R11)
+	MOVL    (DI), AX
+	MOVL    AX, 184(R11)
+	MOVL    52(DI), BX
+	MOVL    BX, 188(R11)
+	MOVL    60(DX), AX
+	MOVL    AX, 192(R11)
+	MOVL    4(DX), BX
+	MOVL    BX, 196(R11)
+	MOVL    48(DX), AX
+	MOVL    AX, 200(R11)
+	MOVL    36(DX), BX
+	MOVL    BX, 204(R11)
+	MOVL    60(DI), AX
+	MOVL    AX, 208(R11)
+	MOVL    4(DI), BX
+	MOVL    BX, 212(R11)
+	MOVL    48(DI), AX
+	MOVL    AX, 216(R11)
+	MOVL    36(DI), BX
+	MOVL    BX, 220(R11)
+	MOVL    32(DX), AX
+	MOVL    AX, 224(R11)
+	MOVL    44(DX), BX
+	MOVL    BX, 228(R11)
+	MOVL    20(DX), AX
+	MOVL    AX, 232(R11)
+	MOVL    56(DX), BX
+	MOVL    BX, 236(R11)
+	MOVL    32(DI), AX
+	MOVL    AX, 240(R11)
+	MOVL    44(DI), BX
+	MOVL    BX, 244(R11)
+	MOVL    20(DI), AX
+	MOVL    AX, 248(R11)
+	MOVL    56(DI), BX
+	MOVL    BX, 252(R11)
+	MOVL    12(DX), AX
+	MOVL    AX, 256(R11)
+	MOVL    40(DX), BX
+	MOVL    BX, 260(R11)
+	MOVL    52(DX), AX
+	MOVL    AX, 264(R11)
+	MOVL    28(DX), BX
+	MOVL    BX, 268(R11)
+	MOVL    12(DI), AX
+	MOVL    AX, 272(R11)
+	MOVL    40(DI), BX
+	MOVL    BX, 276(R11)
+	MOVL    52(DI), AX
+	MOVL    AX, 280(R11)
+	MOVL    28(DI), BX
+	MOVL    BX, 284(R11)
+	MOVL    16(DX), AX
+	MOVL    AX, 288(R11)
+	MOVL    48(DX), BX
+	MOVL    BX, 292(R11)
+	MOVL    8(DX), AX
+	MOVL    AX, 296(R11)
+	MOVL    56(DX), BX
+	MOVL    BX, 300(R11)
+	MOVL    16(DI), AX
+	MOVL    AX, 304(R11)
+	MOVL    48(DI), BX
+	MOVL    BX, 308(R11)
+	MOVL    8(DI), AX
+	MOVL    AX, 312(R11)
+	MOVL    56(DI), BX
+	MOVL    BX, 316(R11)
+	MOVL    32(DX), AX
+	MOVL    AX, 320(R11)
+	MOVL    24(DX), BX
+	MOVL    BX, 324(R11)
+	MOVL    36(DX), AX
+	MOVL    AX, 328(R11)
+	MOVL    44(DX), BX
+	MOVL    BX, 332(R11)
+	MOVL    32(DI), AX
+	MOVL    AX, 336(R11)
+	MOVL    24(DI), BX
+	MOVL    BX, 340(R11)
+	MOVL    36(DI), AX
+	MOVL    AX, 344(R11)
+	MOVL    44(DI), BX
+	MOVL    BX, 348(R11)
+	MOVL    4(DX), AX
+	MOVL    AX, 352(R11)
+	MOVL    20(DX), BX
+	MOVL    BX, 356(R11)
+	MOVL    (DX), AX
+	MOVL    AX, 360(R11)
+	MOVL    60(DX), BX
+	MOVL    BX, 364(R11)
+	MOVL    4(DI), AX
+	MOVL    AX, 368(R11)
+	MOVL    20(DI), BX
+	MOVL    BX, 372(R11)
+	MOVL    (DI), AX
+	MOVL    AX, 376(R11)
+	MOVL    60(DI), BX
+	MOVL    BX, 380(R11)
+	MOVL    40(DX), AX
+	MOVL    AX, 384(R11)
+	MOVL    48(DX), BX
+	MOVL    BX, 388(R11)
+	MOVL    56(DX), AX
+	MOVL    AX, 392(R11)
+	MOVL    52(DX), BX
+	MOVL    BX, 396(R11)
+	MOVL    40(DI), AX
+	MOVL    AX, 400(R11)
+	MOVL    48(DI), BX
+	MOVL    BX, 404(R11)
+	MOVL    56(DI), AX
+	MOVL    AX, 408(R11)
+	MOVL    52(DI), BX
+	MOVL    BX, 412(R11)
+	MOVL    28(DX), AX
+	MOVL    AX, 416(R11)
+	MOVL    36(DX), BX
+	MOVL    BX, 420(R11)
+	MOVL    12(DX), AX
+	MOVL    AX, 424(R11)
+	MOVL    60(DX), BX
+	MOVL    BX, 428(R11)
+	MOVL    28(DI), AX
+	MOVL    AX, 432(R11)
+	MOVL    36(DI), BX
+	MOVL    BX, 436(R11)
+	MOVL    12(DI), AX
+	MOVL    AX, 440(R11)
+	MOVL    60(DI), BX
+	MOVL    BX, 444(R11)
+	MOVL    4(DX), AX
+	MOVL    AX, 448(R11)
+	MOVL    16(DX), BX
+	MOVL    BX, 452(R11)
+	MOVL    44(DX), AX
+	MOVL    AX, 456(R11)
+	MOVL    20(DX), BX
+	MOVL    BX, 460(R11)
+	MOVL    4(DI), AX
+	MOVL    AX, 464(R11)
+	MOVL    16(DI), BX
+	MOVL    BX, 468(R11)
+	MOVL    44(DI), AX
+	MOVL    AX, 472(R11)
+	MOVL    20(DI), BX
+	MOVL    BX, 476(R11)
+	MOVL    24(DX), AX
+	MOVL    AX, 480(R11)
+	MOVL    (DX), BX
+	MOVL    BX, 484(R11)
+	MOVL    8(DX), AX
+	MOVL    AX, 488(R11)
+	MOVL    32(DX), BX
+	MOVL    BX, 492(R11)
+	MOVL    24(DI), AX
+	MOVL    AX, 496(R11)
+	MOVL    (DI), BX
+	MOVL    BX, 500(R11)
+	MOVL    8(DI), AX
+	MOVL    AX, 504(R11)
+	MOVL    32(DI), BX
+	MOVL    BX, 508(R11)
+	MOVL    48(DX), AX
+	MOVL    AX, 512(R11)
+	MOVL    36(DX), BX
+	MOVL    BX, 516(R11)
+	MOVL    60(DX), AX
+	MOVL    AX, 520(R11)
+	MOVL    56(DX), BX
+	MOVL    BX, 524(R11)
+	MOVL    48(DI), AX
+	MOVL    AX, 528(R11)
+	MOVL    36(DI), BX
+	MOVL    BX, 532(R11)
+	MOVL    60(DI), AX
+	MOVL    AX, 536(R11)
+	MOVL    56(DI), BX
+	MOVL    BX, 540(R11)
+	MOVL    52(DX), AX
+	MOVL    AX, 544(R11)
+	MOVL    44(DX), BX
+	MOVL    BX, 548(R11)
+	MOVL    40(DX), AX
+	MOVL    AX, 552(R11)
+	MOVL    32(DX), BX
+	MOVL    BX, 556(R11)
+	MOVL    52(DI), AX
+	MOVL    AX, 560(R11)
+	MOVL    44(DI), BX
+	MOVL    BX, 564(R11)
+	MOVL    40(DI), AX
+	MOVL    AX, 568(R11)
+	MOVL    32(DI), BX
+	MOVL    BX, 572(R11)
+	MOVL    24(DX), AX
+	MOVL    AX, 576(R11)
+	MOVL    28(DX), BX
+	MOVL    BX, 580(R11)
+	MOVL    20(DX), AX
+	MOVL    AX, 584(R11)
+	MOVL    (DX), BX
+	MOVL    BX, 588(R11)
+	MOVL    24(DI), AX
+	MOVL    AX, 592(R11)
+	MOVL    28(DI), BX
+	MOVL    BX, 596(R11)
+	MOVL    20(DI), AX
+	MOVL    AX, 600(R11)
+	MOVL    (DI), BX
+	MOVL    BX, 604(R11)
+	MOVL    16(DX), AX
+	MOVL    AX, 608(R11)
+	MOVL    8(DX), BX
+	MOVL    BX, 612(R11)
+	MOVL    12(DX), AX
+	MOVL    AX, 616(R11)
+	MOVL    4(DX), BX
+	MOVL    BX, 620(R11)
+	MOVL    16(DI), AX
+	MOVL    AX, 624(R11)
+	MOVL    8(DI), BX
+	MOVL    BX, 628(R11)
+	MOVL    12(DI), AX
+	MOVL    AX, 632(R11)
+	MOVL    4(DI), BX
+	MOVL    BX, 636(R11)
+	MOVL    36(DX), AX
+	MOVL    AX, 640(R11)
+	MOVL    44(DX), BX
+	MOVL    BX, 644(R11)
+	MOVL    32(DX), AX
+	MOVL    AX, 648(R11)
+	MOVL    60(DX), BX
+	MOVL    BX, 652(R11)
+	MOVL    36(DI), AX
+	MOVL    AX, 656(R11)
+	MOVL    44(DI), BX
+	MOVL    BX, 660(R11)
+	MOVL    32(DI), AX
+	MOVL    AX, 664(R11)
+	MOVL    60(DI), BX
+	MOVL    BX, 668(R11)
+	MOVL    56(DX), AX
+	MOVL    AX, 672(R11)
+	MOVL    20(DX), BX
+	MOVL    BX, 676(R11)
+	MOVL    48(DX), AX
+	MOVL    AX, 680(R11)
+	MOVL    4(DX), BX
+	MOVL    BX, 684(R11)
+	MOVL    56(DI), AX
+	MOVL    AX, 688(R11)
+	MOVL    20(DI), BX
+	MOVL    BX, 692(R11)
+	MOVL    48(DI), AX
+	MOVL    AX, 696(R11)
+	MOVL    4(DI), BX
+	MOVL    BX, 700(R11)
+	MOVL    16(DX), AX
+	MOVL    AX, 704(R11)
+	MOVL    52(DX), BX
+	MOVL    BX, 708(R11)
+	MOVL    (DX), AX
+	MOVL    AX, 712(R11)
+	MOVL    8(DX), BX
+	MOVL    BX, 716(R11)
+	MOVL    16(DI), AX
+	MOVL    AX, 720(R11)
+	MOVL    52(DI), BX
+	MOVL    BX, 724(R11)
+	MOVL    (DI), AX
+	MOVL    AX, 728(R11)
+	MOVL    8(DI), BX
+	MOVL    BX, 732(R11)
+	MOVL    28(DX), AX
+	MOVL    AX, 736(R11)
+	MOVL    12(DX), BX
+	MOVL    BX, 740(R11)
+	MOVL    40(DX), AX
+	MOVL    AX, 744(R11)
+	MOVL    24(DX), BX
+	MOVL    BX, 748(R11)
+	MOVL    28(DI), AX
+	MOVL    AX, 752(R11)
+	MOVL    12(DI), BX
+	MOVL    BX, 756(R11)
+	MOVL    40(DI), AX
+	MOVL    AX, 760(R11)
+	MOVL    24(DI), BX
+	MOVL    BX, 764(R11)
+	MOVL    44(DX), AX
+	MOVL    AX, 768(R11)
+	MOVL    20(DX), BX
+	MOVL    BX, 772(R11)
+	MOVL    4(DX), AX
+	MOVL    AX, 776(R11)
+	MOVL    32(DX), BX
+	MOVL    BX, 780(R11)
+	MOVL    44(DI), AX
+	MOVL    AX, 784(R11)
+	MOVL    20(DI), BX
+	MOVL    BX, 788(R11)
+	MOVL    4(DI), AX
+	MOVL    AX, 792(R11)
+	MOVL    32(DI), BX
+	MOVL    BX, 796(R11)
+	MOVL    60(DX), AX
+	MOVL    AX, 800(R11)
+	MOVL    (DX), BX
+	MOVL    BX, 804(R11)
+	MOVL    36(DX), AX
+	MOVL    AX, 808(R11)
+	MOVL    24(DX), BX
+	MOVL    BX, 812(R11)
+	MOVL    60(DI), AX
+	MOVL    AX, 816(R11)
+	MOVL    (DI), BX
+	MOVL    BX, 820(R11)
+	MOVL    36(DI), AX
+	MOVL    AX, 824(R11)
+	MOVL    24(DI), BX
+	MOVL    BX, 828(R11)
+	MOVL    28(DX), AX
+	MOVL    AX, 832(R11)
+	MOVL    56(DX), BX
+	MOVL    BX, 836(R11)
+	MOVL    8(DX), AX
+	MOVL    AX, 840(R11)
+	MOVL    12(DX), BX
+	MOVL    BX, 844(R11)
+	MOVL    28(DI), AX
+	MOVL    AX, 848(R11)
+	MOVL    56(DI), BX
+	MOVL    BX, 852(R11)
+	MOVL    8(DI), AX
+	MOVL    AX, 856(R11)
+	MOVL    12(DI), BX
+	MOVL    BX, 860(R11)
+	MOVL    52(DX), AX
+	MOVL    AX, 864(R11)
+	MOVL    40(DX), BX
+	MOVL    BX, 868(R11)
+	MOVL    48(DX), AX
+	MOVL    AX, 872(R11)
+	MOVL    16(DX), BX
+	MOVL    BX, 876(R11)
+	MOVL    52(DI), AX
+	MOVL    AX, 880(R11)
+	MOVL    40(DI), BX
+	MOVL    BX, 884(R11)
+	MOVL    48(DI), AX
+	MOVL    AX, 888(R11)
+	MOVL    16(DI), BX
+	MOVL    BX, 892(R11)
+	VMOVDQU blake3Rot16<>+0(SB), Y10
+	VMOVDQU blake3Rot8<>+0(SB), Y11
+
+loop:
+	// Row d: (counter, block length, flags) for each chain.
+	MOVL           32(R12), R14
+	MOVL           40(R12), R15
+	ANDL           R10, R15
+	ORL            R15, R14
+	XORL           R9, R9
+	MOVL           $0x00000040, BX
+	CMPQ           R8, $0x01
+	CMOVLEQ        48(R12), R9
+	CMOVLEQ        24(R12), BX
+	ORL            R9, R14
+	SHLQ           $0x20, R14
+	ORQ            BX, R14
+	MOVQ           R14, CX
+	VMOVQ          CX, X6
+	MOVL           36(R12), R14
+	MOVL           44(R12), R15
+	ANDL           R10, R15
+	ORL            R15, R14
+	XORL           R9, R9
+	MOVL           $0x00000040, BX
+	CMPQ           R13, $0x01
+	CMOVLEQ        52(R12), R9
+	CMOVLEQ        28(R12), BX
+	ORL            R9, R14
+	SHLQ           $0x20, R14
+	ORQ            BX, R14
+	MOVQ           R14, CX
+	VPINSRQ        $0x01, CX, X6, X6
+	XORL           R10, R10
+	VPUNPCKLQDQ    X6, X5, X7
+	VPUNPCKHQDQ    X6, X5, X8
+	VINSERTI128    $0x01, X8, Y7, Y3
+	VBROADCASTI128 blake3IV<>+0(SB), Y2
+	LEAQ           64(DX), R14
+	CMPQ           R8, $0x02
+	CMOVQEQ        last0+16(FP), R14
+	CMPQ           R8, $0x01
+	CMOVQEQ        DX, R14
+	LEAQ           64(DI), R15
+	CMPQ           R13, $0x02
+	CMOVQEQ        last1+32(FP), R15
+	CMPQ           R13, $0x01
+	CMOVQLE        DI, R15
+
+	// round 1
+	VPADDD  (R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  32(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  64(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  96(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    (R14), AX
+	MOVL    AX, (R11)
+	MOVL    8(R14), BX
+	MOVL    BX, 4(R11)
+	MOVL    16(R14), AX
+	MOVL    AX, 8(R11)
+	MOVL    24(R14), BX
+	MOVL    BX, 12(R11)
+	MOVL    (R15), AX
+	MOVL    AX, 16(R11)
+	MOVL    8(R15), BX
+	MOVL    BX, 20(R11)
+	MOVL    16(R15), AX
+	MOVL    AX, 24(R11)
+	MOVL    24(R15), BX
+	MOVL    BX, 28(R11)
+	MOVL    4(R14), AX
+	MOVL    AX, 32(R11)
+	MOVL    12(R14), BX
+	MOVL    BX, 36(R11)
+	MOVL    20(R14), AX
+	MOVL    AX, 40(R11)
+	MOVL    28(R14), BX
+	MOVL    BX, 44(R11)
+	MOVL    4(R15), AX
+	MOVL    AX, 48(R11)
+	MOVL    12(R15), BX
+	MOVL    BX, 52(R11)
+	MOVL    20(R15), AX
+	MOVL    AX, 56(R11)
+	MOVL    28(R15), BX
+	MOVL    BX, 60(R11)
+	MOVL    56(R14), AX
+	MOVL    AX, 64(R11)
+	MOVL    32(R14), BX
+	MOVL    BX, 68(R11)
+	MOVL    40(R14), AX
+	MOVL    AX, 72(R11)
+	MOVL    48(R14), BX
+	MOVL    BX, 76(R11)
+	MOVL    56(R15), AX
+	MOVL    AX, 80(R11)
+	MOVL    32(R15), BX
+	MOVL    BX, 84(R11)
+	MOVL    40(R15), AX
+	MOVL    AX, 88(R11)
+	MOVL    48(R15), BX
+	MOVL    BX, 92(R11)
+	MOVL    60(R14), AX
+	MOVL    AX, 96(R11)
+	MOVL    36(R14), BX
+	MOVL    BX, 100(R11)
+	MOVL    44(R14), AX
+	MOVL    AX, 104(R11)
+	MOVL    52(R14), BX
+	MOVL    BX, 108(R11)
+	MOVL    60(R15), AX
+	MOVL    AX, 112(R11)
+	MOVL    36(R15), BX
+	MOVL    BX, 116(R11)
+	MOVL    44(R15), AX
+	MOVL    AX, 120(R11)
+	MOVL    52(R15), BX
+	MOVL    BX, 124(R11)
+
+	// round 2
+	VPADDD  128(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  160(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  192(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  224(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    8(R14), AX
+	MOVL    AX, 128(R11)
+	MOVL    12(R14), BX
+	MOVL    BX, 132(R11)
+	MOVL    28(R14), AX
+	MOVL    AX, 136(R11)
+	MOVL    16(R14), BX
+	MOVL    BX, 140(R11)
+	MOVL    8(R15), AX
+	MOVL    AX, 144(R11)
+	MOVL    12(R15), BX
+	MOVL    BX, 148(R11)
+	MOVL    28(R15), AX
+	MOVL    AX, 152(R11)
+	MOVL    16(R15), BX
+	MOVL    BX, 156(R11)
+	MOVL    24(R14), AX
+	MOVL    AX, 160(R11)
+	MOVL    40(R14), BX
+	MOVL    BX, 164(R11)
+	MOVL    (R14), AX
+	MOVL    AX, 168(R11)
+	MOVL    52(R14), BX
+	MOVL    BX, 172(R11)
+	MOVL    24(R15), AX
+	MOVL    AX, 176(R11)
+	MOVL    40(R15), BX
+	MOVL    BX, 180(R11)
+	MOVL    (R15), AX
+	MOVL    AX, 184(R11)
+	MOVL    52(R15), BX
+	MOVL    BX, 188(R11)
+	MOVL    60(R14), AX
+	MOVL    AX, 192(R11)
+	MOVL    4(R14), BX
+	MOVL    BX, 196(R11)
+	MOVL    48(R14), AX
+	MOVL    AX, 200(R11)
+	MOVL    36(R14), BX
+	MOVL    BX, 204(R11)
+	MOVL    60(R15), AX
+	MOVL    AX, 208(R11)
+	MOVL    4(R15), BX
+	MOVL    BX, 212(R11)
+	MOVL    48(R15), AX
+	MOVL    AX, 216(R11)
+	MOVL    36(R15), BX
+	MOVL    BX, 220(R11)
+	MOVL    32(R14), AX
+	MOVL    AX, 224(R11)
+	MOVL    44(R14), BX
+	MOVL    BX, 228(R11)
+	MOVL    20(R14), AX
+	MOVL    AX, 232(R11)
+	MOVL    56(R14), BX
+	MOVL    BX, 236(R11)
+	MOVL    32(R15), AX
+	MOVL    AX, 240(R11)
+	MOVL    44(R15), BX
+	MOVL    BX, 244(R11)
+	MOVL    20(R15), AX
+	MOVL    AX, 248(R11)
+	MOVL    56(R15), BX
+	MOVL    BX, 252(R11)
+
+	// round 3
+	VPADDD  256(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  288(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  320(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  352(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    12(R14), AX
+	MOVL    AX, 256(R11)
+	MOVL    40(R14), BX
+	MOVL    BX, 260(R11)
+	MOVL    52(R14), AX
+	MOVL    AX, 264(R11)
+	MOVL    28(R14), BX
+	MOVL    BX, 268(R11)
+	MOVL    12(R15), AX
+	MOVL    AX, 272(R11)
+	MOVL    40(R15), BX
+	MOVL    BX, 276(R11)
+	MOVL    52(R15), AX
+	MOVL    AX, 280(R11)
+	MOVL    28(R15), BX
+	MOVL    BX, 284(R11)
+	MOVL    16(R14), AX
+	MOVL    AX, 288(R11)
+	MOVL    48(R14), BX
+	MOVL    BX, 292(R11)
+	MOVL    8(R14), AX
+	MOVL    AX, 296(R11)
+	MOVL    56(R14), BX
+	MOVL    BX, 300(R11)
+	MOVL    16(R15), AX
+	MOVL    AX, 304(R11)
+	MOVL    48(R15), BX
+	MOVL    BX, 308(R11)
+	MOVL    8(R15), AX
+	MOVL    AX, 312(R11)
+	MOVL    56(R15), BX
+	MOVL    BX, 316(R11)
+	MOVL    32(R14), AX
+	MOVL    AX, 320(R11)
+	MOVL    24(R14), BX
+	MOVL    BX, 324(R11)
+	MOVL    36(R14), AX
+	MOVL    AX, 328(R11)
+	MOVL    44(R14), BX
+	MOVL    BX, 332(R11)
+	MOVL    32(R15), AX
+	MOVL    AX, 336(R11)
+	MOVL    24(R15), BX
+	MOVL    BX, 340(R11)
+	MOVL    36(R15), AX
+	MOVL    AX, 344(R11)
+	MOVL    44(R15), BX
+	MOVL    BX, 348(R11)
+	MOVL    4(R14), AX
+	MOVL    AX, 352(R11)
+	MOVL    20(R14), BX
+	MOVL    BX, 356(R11)
+	MOVL    (R14), AX
+	MOVL    AX, 360(R11)
+	MOVL    60(R14), BX
+	MOVL    BX, 364(R11)
+	MOVL    4(R15), AX
+	MOVL    AX, 368(R11)
+	MOVL    20(R15), BX
+	MOVL    BX, 372(R11)
+	MOVL    (R15), AX
+	MOVL    AX, 376(R11)
+	MOVL    60(R15), BX
+	MOVL    BX, 380(R11)
+
+	// round 4
+	VPADDD  384(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  416(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  448(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  480(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    40(R14), AX
+	MOVL    AX, 384(R11)
+	MOVL    48(R14), BX
+	MOVL    BX, 388(R11)
+	MOVL    56(R14), AX
+	MOVL    AX, 392(R11)
+	MOVL    52(R14), BX
+	MOVL    BX, 396(R11)
+	MOVL    40(R15), AX
+	MOVL    AX, 400(R11)
+	MOVL    48(R15), BX
+	MOVL    BX, 404(R11)
+	MOVL    56(R15), AX
+	MOVL    AX, 408(R11)
+	MOVL    52(R15), BX
+	MOVL    BX, 412(R11)
+	MOVL    28(R14), AX
+	MOVL    AX, 416(R11)
+	MOVL    36(R14), BX
+	MOVL    BX, 420(R11)
+	MOVL    12(R14), AX
+	MOVL    AX, 424(R11)
+	MOVL    60(R14), BX
+	MOVL    BX, 428(R11)
+	MOVL    28(R15), AX
+	MOVL    AX, 432(R11)
+	MOVL    36(R15), BX
+	MOVL    BX, 436(R11)
+	MOVL    12(R15), AX
+	MOVL    AX, 440(R11)
+	MOVL    60(R15), BX
+	MOVL    BX, 444(R11)
+	MOVL    4(R14), AX
+	MOVL    AX, 448(R11)
+	MOVL    16(R14), BX
+	MOVL    BX, 452(R11)
+	MOVL    44(R14), AX
+	MOVL    AX, 456(R11)
+	MOVL    20(R14), BX
+	MOVL    BX, 460(R11)
+	MOVL    4(R15), AX
+	MOVL    AX, 464(R11)
+	MOVL    16(R15), BX
+	MOVL    BX, 468(R11)
+	MOVL    44(R15), AX
+	MOVL    AX, 472(R11)
+	MOVL    20(R15), BX
+	MOVL    BX, 476(R11)
+	MOVL    24(R14), AX
+	MOVL    AX, 480(R11)
+	MOVL    (R14), BX
+	MOVL    BX, 484(R11)
+	MOVL    8(R14), AX
+	MOVL    AX, 488(R11)
+	MOVL    32(R14), BX
+	MOVL    BX, 492(R11)
+	MOVL    24(R15), AX
+	MOVL    AX, 496(R11)
+	MOVL    (R15), BX
+	MOVL    BX, 500(R11)
+	MOVL    8(R15), AX
+	MOVL    AX, 504(R11)
+	MOVL    32(R15), BX
+	MOVL    BX, 508(R11)
+
+	// round 5
+	VPADDD  512(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  544(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  576(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  608(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    48(R14), AX
+	MOVL    AX, 512(R11)
+	MOVL    36(R14), BX
+	MOVL    BX, 516(R11)
+	MOVL    60(R14), AX
+	MOVL    AX, 520(R11)
+	MOVL    56(R14), BX
+	MOVL    BX, 524(R11)
+	MOVL    48(R15), AX
+	MOVL    AX, 528(R11)
+	MOVL    36(R15), BX
+	MOVL    BX, 532(R11)
+	MOVL    60(R15), AX
+	MOVL    AX, 536(R11)
+	MOVL    56(R15), BX
+	MOVL    BX, 540(R11)
+	MOVL    52(R14), AX
+	MOVL    AX, 544(R11)
+	MOVL    44(R14), BX
+	MOVL    BX, 548(R11)
+	MOVL    40(R14), AX
+	MOVL    AX, 552(R11)
+	MOVL    32(R14), BX
+	MOVL    BX, 556(R11)
+	MOVL    52(R15), AX
+	MOVL    AX, 560(R11)
+	MOVL    44(R15), BX
+	MOVL    BX, 564(R11)
+	MOVL    40(R15), AX
+	MOVL    AX, 568(R11)
+	MOVL    32(R15), BX
+	MOVL    BX, 572(R11)
+	MOVL    24(R14), AX
+	MOVL    AX, 576(R11)
+	MOVL    28(R14), BX
+	MOVL    BX, 580(R11)
+	MOVL    20(R14), AX
+	MOVL    AX, 584(R11)
+	MOVL    (R14), BX
+	MOVL    BX, 588(R11)
+	MOVL    24(R15), AX
+	MOVL    AX, 592(R11)
+	MOVL    28(R15), BX
+	MOVL    BX, 596(R11)
+	MOVL    20(R15), AX
+	MOVL    AX, 600(R11)
+	MOVL    (R15), BX
+	MOVL    BX, 604(R11)
+	MOVL    16(R14), AX
+	MOVL    AX, 608(R11)
+	MOVL    8(R14), BX
+	MOVL    BX, 612(R11)
+	MOVL    12(R14), AX
+	MOVL    AX, 616(R11)
+	MOVL    4(R14), BX
+	MOVL    BX, 620(R11)
+	MOVL    16(R15), AX
+	MOVL    AX, 624(R11)
+	MOVL    8(R15), BX
+	MOVL    BX, 628(R11)
+	MOVL    12(R15), AX
+	MOVL    AX, 632(R11)
+	MOVL    4(R15), BX
+	MOVL    BX, 636(R11)
+
+	// round 6
+	VPADDD  640(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  672(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  704(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  736(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    36(R14), AX
+	MOVL    AX, 640(R11)
+	MOVL    44(R14), BX
+	MOVL    BX, 644(R11)
+	MOVL    32(R14), AX
+	MOVL    AX, 648(R11)
+	MOVL    60(R14), BX
+	MOVL    BX, 652(R11)
+	MOVL    36(R15), AX
+	MOVL    AX, 656(R11)
+	MOVL    44(R15), BX
+	MOVL    BX, 660(R11)
+	MOVL    32(R15), AX
+	MOVL    AX, 664(R11)
+	MOVL    60(R15), BX
+	MOVL    BX, 668(R11)
+	MOVL    56(R14), AX
+	MOVL    AX, 672(R11)
+	MOVL    20(R14), BX
+	MOVL    BX, 676(R11)
+	MOVL    48(R14), AX
+	MOVL    AX, 680(R11)
+	MOVL    4(R14), BX
+	MOVL    BX, 684(R11)
+	MOVL    56(R15), AX
+	MOVL    AX, 688(R11)
+	MOVL    20(R15), BX
+	MOVL    BX, 692(R11)
+	MOVL    48(R15), AX
+	MOVL    AX, 696(R11)
+	MOVL    4(R15), BX
+	MOVL    BX, 700(R11)
+	MOVL    16(R14), AX
+	MOVL    AX, 704(R11)
+	MOVL    52(R14), BX
+	MOVL    BX, 708(R11)
+	MOVL    (R14), AX
+	MOVL    AX, 712(R11)
+	MOVL    8(R14), BX
+	MOVL    BX, 716(R11)
+	MOVL    16(R15), AX
+	MOVL    AX, 720(R11)
+	MOVL    52(R15), BX
+	MOVL    BX, 724(R11)
+	MOVL    (R15), AX
+	MOVL    AX, 728(R11)
+	MOVL    8(R15), BX
+	MOVL    BX, 732(R11)
+	MOVL    28(R14), AX
+	MOVL    AX, 736(R11)
+	MOVL    12(R14), BX
+	MOVL    BX, 740(R11)
+	MOVL    40(R14), AX
+	MOVL    AX, 744(R11)
+	MOVL    24(R14), BX
+	MOVL    BX, 748(R11)
+	MOVL    28(R15), AX
+	MOVL    AX, 752(R11)
+	MOVL    12(R15), BX
+	MOVL    BX, 756(R11)
+	MOVL    40(R15), AX
+	MOVL    AX, 760(R11)
+	MOVL    24(R15), BX
+	MOVL    BX, 764(R11)
+
+	// round 7
+	VPADDD  768(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  800(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  832(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x0c, Y1, Y4
+	VPSLLD  $0x14, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPADDD  864(R11), Y0, Y0
+	VPADDD  Y1, Y0, Y0
+	VPXOR   Y0, Y3, Y3
+	VPSHUFB Y11, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXOR   Y2, Y1, Y1
+	VPSRLD  $0x07, Y1, Y4
+	VPSLLD  $0x19, Y1, Y1
+	VPOR    Y4, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	MOVL    44(R14), AX
+	MOVL    AX, 768(R11)
+	MOVL    20(R14), BX
+	MOVL    BX, 772(R11)
+	MOVL    4(R14), AX
+	MOVL    AX, 776(R11)
+	MOVL    32(R14), BX
+	MOVL    BX, 780(R11)
+	MOVL    44(R15), AX
+	MOVL    AX, 784(R11)
+	MOVL    20(R15), BX
+	MOVL    BX, 788(R11)
+	MOVL    4(R15), AX
+	MOVL    AX, 792(R11)
+	MOVL    32(R15), BX
+	MOVL    BX, 796(R11)
+	MOVL    60(R14), AX
+	MOVL    AX, 800(R11)
+	MOVL    (R14), BX
+	MOVL    BX, 804(R11)
+	MOVL    36(R14), AX
+	MOVL    AX, 808(R11)
+	MOVL    24(R14), BX
+	MOVL    BX, 812(R11)
+	MOVL    60(R15), AX
+	MOVL    AX, 816(R11)
+	MOVL    (R15), BX
+	MOVL    BX, 820(R11)
+	MOVL    36(R15), AX
+	MOVL    AX, 824(R11)
+	MOVL    24(R15), BX
+	MOVL    BX, 828(R11)
+	MOVL    28(R14), AX
+	MOVL    AX, 832(R11)
+	MOVL    56(R14), BX
+	MOVL    BX, 836(R11)
+	MOVL    8(R14), AX
+	MOVL    AX, 840(R11)
+	MOVL    12(R14), BX
+	MOVL    BX, 844(R11)
+	MOVL    28(R15), AX
+	MOVL    AX, 848(R11)
+	MOVL    56(R15), BX
+	MOVL    BX, 852(R11)
+	MOVL    8(R15), AX
+	MOVL    AX, 856(R11)
+	MOVL    12(R15), BX
+	MOVL    BX, 860(R11)
+	MOVL    52(R14), AX
+	MOVL    AX, 864(R11)
+	MOVL    40(R14), BX
+	MOVL    BX, 868(R11)
+	MOVL    48(R14), AX
+	MOVL    AX, 872(R11)
+	MOVL    16(R14), BX
+	MOVL    BX, 876(R11)
+	MOVL    52(R15), AX
+	MOVL    AX, 880(R11)
+	MOVL    40(R15), BX
+	MOVL    BX, 884(R11)
+	MOVL    48(R15), AX
+	MOVL    AX, 888(R11)
+	MOVL    16(R15), BX
+	MOVL    BX, 892(R11)
+	VPXOR   Y2, Y0, Y0
+	VPXOR   Y3, Y1, Y1
+
+	// Chain 1 ends here: store its chaining value. Otherwise step on.
+	CMPQ         R13, $0x01
+	JNE          more1
+	VEXTRACTI128 $0x01, Y0, 32(SI)
+	VEXTRACTI128 $0x01, Y1, 48(SI)
+	VEXTRACTI128 $0x01, Y0, X12
+	VEXTRACTI128 $0x01, Y1, X13
+
+more1:
+	MOVQ    R15, DI
+	DECQ    R13
+	MOVQ    R14, DX
+	DECQ    R8
+	JNZ     loop
+	VMOVDQU X0, (SI)
+	VMOVDQU X1, 16(SI)
+
+	// The root: the parent block of the two chaining values.
+	VINSERTI128 $0x01, X1, Y0, Y4
+	VINSERTI128 $0x01, X13, Y12, Y5
+	MOVL        swap+60(FP), AX
+	TESTL       AX, AX
+	JNZ         swapped
+	VMOVDQU     Y4, 448(R11)
+	VMOVDQU     Y5, 480(R11)
+	JMP         block
+
+swapped:
+	VMOVDQU Y5, 448(R11)
+	VMOVDQU Y4, 480(R11)
+
+block:
+	MOVL    448(R11), AX
+	MOVL    AX, (R11)
+	MOVL    456(R11), AX
+	MOVL    AX, 4(R11)
+	MOVL    464(R11), AX
+	MOVL    AX, 8(R11)
+	MOVL    472(R11), AX
+	MOVL    AX, 12(R11)
+	MOVL    452(R11), AX
+	MOVL    AX, 16(R11)
+	MOVL    460(R11), AX
+	MOVL    AX, 20(R11)
+	MOVL    468(R11), AX
+	MOVL    AX, 24(R11)
+	MOVL    476(R11), AX
+	MOVL    AX, 28(R11)
+	MOVL    504(R11), AX
+	MOVL    AX, 32(R11)
+	MOVL    480(R11), AX
+	MOVL    AX, 36(R11)
+	MOVL    488(R11), AX
+	MOVL    AX, 40(R11)
+	MOVL    496(R11), AX
+	MOVL    AX, 44(R11)
+	MOVL    508(R11), AX
+	MOVL    AX, 48(R11)
+	MOVL    484(R11), AX
+	MOVL    AX, 52(R11)
+	MOVL    492(R11), AX
+	MOVL    AX, 56(R11)
+	MOVL    500(R11), AX
+	MOVL    AX, 60(R11)
+	MOVL    456(R11), AX
+	MOVL    AX, 64(R11)
+	MOVL    460(R11), AX
+	MOVL    AX, 68(R11)
+	MOVL    476(R11), AX
+	MOVL    AX, 72(R11)
+	MOVL    464(R11), AX
+	MOVL    AX, 76(R11)
+	MOVL    472(R11), AX
+	MOVL    AX, 80(R11)
+	MOVL    488(R11), AX
+	MOVL    AX, 84(R11)
+	MOVL    448(R11), AX
+	MOVL    AX, 88(R11)
+	MOVL    500(R11), AX
+	MOVL    AX, 92(R11)
+	MOVL    508(R11), AX
+	MOVL    AX, 96(R11)
+	MOVL    452(R11), AX
+	MOVL    AX, 100(R11)
+	MOVL    496(R11), AX
+	MOVL    AX, 104(R11)
+	MOVL    484(R11), AX
+	MOVL    AX, 108(R11)
+	MOVL    480(R11), AX
+	MOVL    AX, 112(R11)
+	MOVL    492(R11), AX
+	MOVL    AX, 116(R11)
+	MOVL    468(R11), AX
+	MOVL    AX, 120(R11)
+	MOVL    504(R11), AX
+	MOVL    AX, 124(R11)
+	MOVL    460(R11), AX
+	MOVL    AX, 128(R11)
+	MOVL    488(R11), AX
+	MOVL    AX, 132(R11)
+	MOVL    500(R11), AX
+	MOVL    AX, 136(R11)
+	MOVL    476(R11), AX
+	MOVL    AX, 140(R11)
+	MOVL    464(R11), AX
+	MOVL    AX, 144(R11)
+	MOVL    496(R11), AX
+	MOVL    AX, 148(R11)
+	MOVL    456(R11), AX
+	MOVL    AX, 152(R11)
+	MOVL    504(R11), AX
+	MOVL    AX, 156(R11)
+	MOVL    480(R11), AX
+	MOVL    AX, 160(R11)
+	MOVL    472(R11), AX
+	MOVL    AX, 164(R11)
+	MOVL    484(R11), AX
+	MOVL    AX, 168(R11)
+	MOVL    492(R11), AX
+	MOVL    AX, 172(R11)
+	MOVL    452(R11), AX
+	MOVL    AX, 176(R11)
+	MOVL    468(R11), AX
+	MOVL    AX, 180(R11)
+	MOVL    448(R11), AX
+	MOVL    AX, 184(R11)
+	MOVL    508(R11), AX
+	MOVL    AX, 188(R11)
+	MOVL    488(R11), AX
+	MOVL    AX, 192(R11)
+	MOVL    496(R11), AX
+	MOVL    AX, 196(R11)
+	MOVL    504(R11), AX
+	MOVL    AX, 200(R11)
+	MOVL    500(R11), AX
+	MOVL    AX, 204(R11)
+	MOVL    476(R11), AX
+	MOVL    AX, 208(R11)
+	MOVL    484(R11), AX
+	MOVL    AX, 212(R11)
+	MOVL    460(R11), AX
+	MOVL    AX, 216(R11)
+	MOVL    508(R11), AX
+	MOVL    AX, 220(R11)
+	MOVL    452(R11), AX
+	MOVL    AX, 224(R11)
+	MOVL    464(R11), AX
+	MOVL    AX, 228(R11)
+	MOVL    492(R11), AX
+	MOVL    AX, 232(R11)
+	MOVL    468(R11), AX
+	MOVL    AX, 236(R11)
+	MOVL    472(R11), AX
+	MOVL    AX, 240(R11)
+	MOVL    448(R11), AX
+	MOVL    AX, 244(R11)
+	MOVL    456(R11), AX
+	MOVL    AX, 248(R11)
+	MOVL    480(R11), AX
+	MOVL    AX, 252(R11)
+	MOVL    496(R11), AX
+	MOVL    AX, 256(R11)
+	MOVL    484(R11), AX
+	MOVL    AX, 260(R11)
+	MOVL    508(R11), AX
+	MOVL    AX, 264(R11)
+	MOVL    504(R11), AX
+	MOVL    AX, 268(R11)
+	MOVL    500(R11), AX
+	MOVL    AX, 272(R11)
+	MOVL    492(R11), AX
+	MOVL    AX, 276(R11)
+	MOVL    488(R11), AX
+	MOVL    AX, 280(R11)
+	MOVL    480(R11), AX
+	MOVL    AX, 284(R11)
+	MOVL    472(R11), AX
+	MOVL    AX, 288(R11)
+	MOVL    476(R11), AX
+	MOVL    AX, 292(R11)
+	MOVL    468(R11), AX
+	MOVL    AX, 296(R11)
+	MOVL    448(R11), AX
+	MOVL    AX, 300(R11)
+	MOVL    464(R11), AX
+	MOVL    AX, 304(R11)
+	MOVL    456(R11), AX
+	MOVL    AX, 308(R11)
+	MOVL    460(R11), AX
+	MOVL    AX, 312(R11)
+	MOVL    452(R11), AX
+	MOVL    AX, 316(R11)
+	MOVL    484(R11), AX
+	MOVL    AX, 320(R11)
+	MOVL    492(R11), AX
+	MOVL    AX, 324(R11)
+	MOVL    480(R11), AX
+	MOVL    AX, 328(R11)
+	MOVL    508(R11), AX
+	MOVL    AX, 332(R11)
+	MOVL    504(R11), AX
+	MOVL    AX, 336(R11)
+	MOVL    468(R11), AX
+	MOVL    AX, 340(R11)
+	MOVL    496(R11), AX
+	MOVL    AX, 344(R11)
+	MOVL    452(R11), AX
+	MOVL    AX, 348(R11)
+	MOVL    464(R11), AX
+	MOVL    AX, 352(R11)
+	MOVL    500(R11), AX
+	MOVL    AX, 356(R11)
+	MOVL    448(R11), AX
+	MOVL    AX, 360(R11)
+	MOVL    456(R11), AX
+	MOVL    AX, 364(R11)
+	MOVL    476(R11), AX
+	MOVL    AX, 368(R11)
+	MOVL    460(R11), AX
+	MOVL    AX, 372(R11)
+	MOVL    488(R11), AX
+	MOVL    AX, 376(R11)
+	MOVL    472(R11), AX
+	MOVL    AX, 380(R11)
+	MOVL    492(R11), AX
+	MOVL    AX, 384(R11)
+	MOVL    468(R11), AX
+	MOVL    AX, 388(R11)
+	MOVL    452(R11), AX
+	MOVL    AX, 392(R11)
+	MOVL    480(R11), AX
+	MOVL    AX, 396(R11)
+	MOVL    508(R11), AX
+	MOVL    AX, 400(R11)
+	MOVL    448(R11), AX
+	MOVL    AX, 404(R11)
+	MOVL    484(R11), AX
+	MOVL    AX, 408(R11)
+	MOVL    472(R11), AX
+	MOVL    AX, 412(R11)
+	MOVL    476(R11), AX
+	MOVL    AX, 416(R11)
+	MOVL    504(R11), AX
+	MOVL    AX, 420(R11)
+	MOVL    456(R11), AX
+	MOVL    AX, 424(R11)
+	MOVL    460(R11), AX
+	MOVL    AX, 428(R11)
+	MOVL    500(R11), AX
+	MOVL    AX, 432(R11)
+	MOVL    488(R11), AX
+	MOVL    AX, 436(R11)
+	MOVL    496(R11), AX
+	MOVL    AX, 440(R11)
+	MOVL    464(R11), AX
+	MOVL    AX, 444(R11)
+	VMOVDQA X14, X0
+	VMOVDQA X15, X1
+	VMOVDQU blake3IV<>+0(SB), X2
+	MOVL    rootFlags+56(FP), CX
+	SHLQ    $0x20, CX
+	ORQ     $0x40, CX
+	VMOVQ   CX, X4
+	VPSLLDQ $0x08, X4, X3
+
+	// round 1
+	VPADDD  (R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  16(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x93, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x39, X2, X2
+	VPADDD  32(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  48(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x39, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x93, X2, X2
+
+	// round 2
+	VPADDD  64(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  80(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x93, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x39, X2, X2
+	VPADDD  96(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  112(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x39, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x93, X2, X2
+
+	// round 3
+	VPADDD  128(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  144(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x93, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x39, X2, X2
+	VPADDD  160(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  176(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x39, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x93, X2, X2
+
+	// round 4
+	VPADDD  192(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  208(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x93, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x39, X2, X2
+	VPADDD  224(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  240(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x39, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x93, X2, X2
+
+	// round 5
+	VPADDD  256(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  272(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x93, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x39, X2, X2
+	VPADDD  288(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  304(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x39, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x93, X2, X2
+
+	// round 6
+	VPADDD  320(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  336(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x93, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x39, X2, X2
+	VPADDD  352(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  368(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x39, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x93, X2, X2
+
+	// round 7
+	VPADDD  384(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  400(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x93, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x39, X2, X2
+	VPADDD  416(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X10, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x0c, X1, X4
+	VPSLLD  $0x14, X1, X1
+	VPOR    X4, X1, X1
+	VPADDD  432(R11), X0, X0
+	VPADDD  X1, X0, X0
+	VPXOR   X0, X3, X3
+	VPSHUFB X11, X3, X3
+	VPADDD  X3, X2, X2
+	VPXOR   X2, X1, X1
+	VPSRLD  $0x07, X1, X4
+	VPSLLD  $0x19, X1, X1
+	VPOR    X4, X1, X1
+	VPSHUFD $0x39, X0, X0
+	VPSHUFD $0x4e, X3, X3
+	VPSHUFD $0x93, X2, X2
+	MOVQ    out+48(FP), DI
+	VPXOR   X2, X0, X0
+	VPXOR   X3, X1, X1
+	VPXOR   X14, X2, X2
+	VPXOR   X15, X3, X3
+	VMOVDQU X0, (DI)
+	VMOVDQU X1, 16(DI)
+	VMOVDQU X2, 32(DI)
+	VMOVDQU X3, 48(DI)
+	VZEROUPPER
+	RET
+
 // func hash8AVX2(inputs *[8]*byte, blocks int, key *[8]uint32, lp *[32]uint32, flags uint32, flagsStart uint32, flagsEnd uint32, out *[256]byte)
 // Requires: AVX, AVX2, MMX+
 TEXT ·hash8AVX2(SB), $912-56

@@ -63,6 +63,27 @@ func chain2AVX512(cvs *[16]uint32, p0 *byte, last0 *byte, p1 *byte, last1 *byte,
 //go:noescape
 func chain2RootAVX512(cvs *[16]uint32, p0 *byte, last0 *byte, p1 *byte, last1 *byte, lp *[14]uint32, out *[64]byte, rootFlags uint32, swap uint32)
 
+// chain2AVX2 compresses lp[4] blocks from cvs[0:8] into cvs[0:8] (lp[4]-1 at
+// p0, then the one at last0) and lp[5] (1 <= lp[5] <= lp[4]) from cvs[8:16] into
+// cvs[8:16] (lp[5]-1 at p1, then the one at last1). The counters are lp[0:2] and
+// lp[2:4]. Chain i's blocks have flags lp[8+i], its first block also lp[10+i],
+// its last block also lp[12+i] and lp[6+i] bytes (zero-padded).
+//
+//go:noescape
+func chain2AVX2(cvs *[16]uint32, p0 *byte, last0 *byte, p1 *byte, last1 *byte, lp *[14]uint32)
+
+// chain2RootAVX2 compresses lp[4] blocks from cvs[0:8] into cvs[0:8] (lp[4]-1 at
+// p0, then the one at last0) and lp[5] (1 <= lp[5] <= lp[4]) from cvs[8:16] into
+// cvs[8:16] (lp[5]-1 at p1, then the one at last1). The counters are lp[0:2] and
+// lp[2:4]. Chain i's blocks have flags lp[8+i], its first block also lp[10+i],
+// its last block also lp[12+i] and lp[6+i] bytes (zero-padded).
+// It then compresses the parent block of the two chaining values (chain
+// 0's first, or chain 1's if swap is 1) from cvs[0:8]'s initial value with
+// flags rootFlags, and writes the 64-byte output to out.
+//
+//go:noescape
+func chain2RootAVX2(cvs *[16]uint32, p0 *byte, last0 *byte, p1 *byte, last1 *byte, lp *[14]uint32, out *[64]byte, rootFlags uint32, swap uint32)
+
 // hash8AVX2 hashes 8 inputs of up to blocks blocks each (see manyKernel
 // in the generator), writing the chaining values to out.
 //

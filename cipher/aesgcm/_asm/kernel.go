@@ -49,7 +49,13 @@ type kernel struct {
 	dec   bool
 	split bool // Seal of src || tail (see genSplitSeal)
 	evex  bool
-	buf   Mem // stack bounce buffer (YMM kernels)
+	// buf is 32 bytes of the YMM kernels' frame that nothing uses any more
+	// (partial loads and stores go through registers, see loadPieces). It
+	// stays so that accMem keeps its offset in the frame: moving a kernel's
+	// stack data moves it against cache lines for a given caller, which has
+	// cost other kernels here 4-7% (docs/PERFORMANCE.md, QQ TEA), and the
+	// alternated runs that would show this one's effect were too noisy.
+	buf Mem
 	// accMem holds the accumulator during the bulk of the YMM kernels,
 	// whose register 9 then carries the round key of the current round.
 	accMem Mem
@@ -463,7 +469,9 @@ func (k *kernel) absorbX(x VecPhysical) {
 
 // loadPartial loads n (1..width-1) bytes at p into r, zeroing the rest,
 // without touching memory past p+n. The 512-bit kernels leave the byte
-// mask in K1 for storePartial.
+// mask in K1 for storePartial. The 256-bit kernels load a whole first half
+// if n >= 16 and the rest in pieces of 8, 4, 2 and 1 bytes (loadPieces);
+// r may be an XMM register when n < 16 (the additional data's last block).
 func (k *kernel) loadPartial(r VecPhysical, p, n GPPhysical) {
 	if k.evex {
 		MOVQ(I32(-1), gT)
@@ -472,38 +480,133 @@ func (k *kernel) loadPartial(r VecPhysical, p, n GPPhysical) {
 		VMOVDQU8_Z(Mem{Base: p}, K1, r)
 		return
 	}
-	loop, done := k.newLabel("stage_in"), k.newLabel("stage_in_done")
-	VPXOR(yregs[k.t1], yregs[k.t1], yregs[k.t1])
-	VMOVDQU(yregs[k.t1], k.buf)
-	XORQ(gT, gT)
-	Label(loop)
-	CMPQ(gT, n)
-	JAE(LabelRef(done))
-	MOVB(Mem{Base: p, Index: gT, Scale: 1}, DL)
-	MOVB(DL, k.buf.Idx(gT, 1))
-	INCQ(gT)
-	JMP(LabelRef(loop))
+	MOVQ(p, gT)
+	MOVQ(n, gU)
+	xr := r.AsX().(VecPhysical)
+	if r.Size() == 16 {
+		loadPieces(xr)
+		return
+	}
+	small, done := k.newLabel("load_small"), k.newLabel("load_done")
+	CMPQ(gU, U8(16))
+	JB(LabelRef(small))
+	VMOVDQU(Mem{Base: gT}, xregs[k.t1])
+	ADDQ(U8(16), gT)
+	SUBQ(U8(16), gU)
+	loadPieces(xr)
+	VINSERTI128(U8(1), xr, yregs[k.t1], r)
+	JMP(LabelRef(done))
+	Label(small)
+	loadPieces(xr)
 	Label(done)
-	VMOVDQU(k.buf, r)
 }
 
-// storePartial stores the first n (1..width-1) bytes of r at p.
+// Registers of loadPieces and storePieces besides gT (the pointer) and gU
+// (the count): the bytes in flight and an offset. The nonce pointer is dead
+// once J0 is made.
+var gPiece, gOff = R14, gNonce
+
+// loadPieces loads the gU (0..15) bytes at gT into x (VEX, so the rest of
+// the register is zeroed) as one piece each of 8, 4, 2 and 1 bytes that
+// gU's bits ask for, in that order from gT: no loop, and no narrow stores
+// into a buffer that a wide load then reads (that store forwarding fails,
+// and the load waits for the stores to retire). Branches depend on the
+// length only.
+func loadPieces(x VecPhysical) {
+	l := func(s string) string { return fmt.Sprintf("%s_%d", s, pieceLabel) }
+	pieceLabel++
+	XORQ(gPiece, gPiece)
+	TESTQ(U32(1), gU)
+	JZ(LabelRef(l("ld_no1")))
+	MOVQ(gU, gOff)
+	ANDQ(U8(14), gOff)
+	MOVBQZX(Mem{Base: gT, Index: gOff, Scale: 1}, gPiece)
+	Label(l("ld_no1"))
+	TESTQ(U32(2), gU)
+	JZ(LabelRef(l("ld_no2")))
+	MOVQ(gU, gOff)
+	ANDQ(U8(12), gOff)
+	SHLQ(U8(16), gPiece)
+	MOVWQZX(Mem{Base: gT, Index: gOff, Scale: 1}, gOff)
+	ORQ(gOff, gPiece)
+	Label(l("ld_no2"))
+	TESTQ(U32(4), gU)
+	JZ(LabelRef(l("ld_no4")))
+	MOVQ(gU, gOff)
+	ANDQ(U8(8), gOff)
+	SHLQ(U8(32), gPiece)
+	MOVL(Mem{Base: gT, Index: gOff, Scale: 1}, gOff.As32())
+	ORQ(gOff, gPiece)
+	Label(l("ld_no4"))
+	TESTQ(U32(8), gU)
+	JZ(LabelRef(l("ld_no8")))
+	VMOVQ(Mem{Base: gT}, x)
+	VPINSRQ(U8(1), gPiece, x, x)
+	JMP(LabelRef(l("ld_done")))
+	Label(l("ld_no8"))
+	VMOVQ(gPiece, x)
+	Label(l("ld_done"))
+}
+
+// storePieces stores the low gU (0..15) bytes of x at gT, in the pieces
+// loadPieces reads.
+func storePieces(x VecPhysical) {
+	l := func(s string) string { return fmt.Sprintf("%s_%d", s, pieceLabel) }
+	pieceLabel++
+	TESTQ(U32(8), gU)
+	JZ(LabelRef(l("st_no8")))
+	VMOVQ(x, Mem{Base: gT})
+	VPEXTRQ(U8(1), x, gPiece)
+	JMP(LabelRef(l("st_4")))
+	Label(l("st_no8"))
+	VMOVQ(x, gPiece)
+	Label(l("st_4"))
+	TESTQ(U32(4), gU)
+	JZ(LabelRef(l("st_no4")))
+	MOVQ(gU, gOff)
+	ANDQ(U8(8), gOff)
+	MOVL(gPiece.As32(), Mem{Base: gT, Index: gOff, Scale: 1})
+	SHRQ(U8(32), gPiece)
+	Label(l("st_no4"))
+	TESTQ(U32(2), gU)
+	JZ(LabelRef(l("st_no2")))
+	MOVQ(gU, gOff)
+	ANDQ(U8(12), gOff)
+	MOVW(gPiece.As16(), Mem{Base: gT, Index: gOff, Scale: 1})
+	SHRQ(U8(16), gPiece)
+	Label(l("st_no2"))
+	TESTQ(U32(1), gU)
+	JZ(LabelRef(l("st_no1")))
+	MOVQ(gU, gOff)
+	ANDQ(U8(14), gOff)
+	MOVB(gPiece.As8(), Mem{Base: gT, Index: gOff, Scale: 1})
+	Label(l("st_no1"))
+}
+
+// pieceLabel numbers the labels of loadPieces and storePieces.
+var pieceLabel int
+
+// storePartial stores the first n (1..width-1) bytes of r at p: the
+// 512-bit kernels with the mask loadPartial left in K1, the 256-bit ones as
+// a whole first half if n >= 16 and the rest in pieces (storePieces).
 func (k *kernel) storePartial(r VecPhysical, p, n GPPhysical) {
 	if k.evex {
 		VMOVDQU8(r, K1, Mem{Base: p})
 		return
 	}
-	loop, done := k.newLabel("stage_out"), k.newLabel("stage_out_done")
-	VMOVDQU(r, k.buf)
-	XORQ(gT, gT)
-	Label(loop)
-	CMPQ(gT, n)
-	JAE(LabelRef(done))
-	MOVB(k.buf.Idx(gT, 1), DL)
-	MOVB(DL, Mem{Base: p, Index: gT, Scale: 1})
-	INCQ(gT)
-	JMP(LabelRef(loop))
-	Label(done)
+	x := xregs[k.t1]
+	MOVQ(p, gT)
+	MOVQ(n, gU)
+	VMOVDQA(r.AsX(), x)
+	small := k.newLabel("store_small")
+	CMPQ(gU, U8(16))
+	JB(LabelRef(small))
+	VMOVDQU(x, Mem{Base: gT})
+	VEXTRACTI128(U8(1), r, x)
+	ADDQ(U8(16), gT)
+	SUBQ(U8(16), gU)
+	Label(small)
+	storePieces(x)
 }
 
 // chunk encrypts nv vectors of counter blocks, xors them with src into
