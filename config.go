@@ -22,6 +22,8 @@ const (
 	DefaultShutdownTimeout    = 5 * time.Second
 	DefaultEventBuffer        = 256
 	DefaultMaxMemory          = 1 << 30
+	DefaultRequestTimeout     = 10 * time.Second
+	DefaultMaxRequests        = 256
 )
 
 // Config configures a Service. The zero value is usable: every zero field takes its default.
@@ -82,6 +84,15 @@ type Config struct {
 	// DefaultHandlerExitTimeout (5 s).
 	HandlerExitTimeout time.Duration
 
+	// RequestTimeout bounds a Session.Request whose context has no deadline. Default
+	// DefaultRequestTimeout (10 s).
+	RequestTimeout time.Duration
+	// MaxRequests bounds the requests a session has in flight at once (Session.Request);
+	// beyond, Request fails with ErrTooManyRequests. Default DefaultMaxRequests (256). What
+	// the peer may make this node serve at once is bounded by the mux's MaxStreams (see
+	// StreamHandler).
+	MaxRequests int
+
 	// MaxFrameSize is the secio frame limit. Zero: large enough for one full yamux frame of
 	// the mux window, so that every yamux frame is one encrypted frame.
 	MaxFrameSize int
@@ -140,10 +151,11 @@ func (c *Config) Validate() error {
 		return nil
 	}
 	if c.MaxConnections < 0 || c.MaxMessageSize < 0 || c.SendQueueBytes < 0 || c.EventBuffer < 0 || c.MaxFrameSize < 0 ||
-		c.MaxSessionMemory < 0 || c.MaxMemory < 0 {
+		c.MaxSessionMemory < 0 || c.MaxMemory < 0 || c.MaxRequests < 0 {
 		return configError("negative limit")
 	}
-	if c.DialTimeout < 0 || c.HandshakeTimeout < 0 || c.NegotiationTimeout < 0 || c.ShutdownTimeout < 0 || c.HandlerExitTimeout < 0 {
+	if c.DialTimeout < 0 || c.HandshakeTimeout < 0 || c.NegotiationTimeout < 0 || c.ShutdownTimeout < 0 || c.HandlerExitTimeout < 0 ||
+		c.RequestTimeout < 0 {
 		return configError("negative timeout")
 	}
 	if err := c.Admission.validate(); err != nil {
@@ -208,6 +220,8 @@ func (c Config) withDefaults() Config {
 	c.NegotiationTimeout = cmp.Or(c.NegotiationTimeout, DefaultNegotiationTimeout)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.HandlerExitTimeout = cmp.Or(c.HandlerExitTimeout, DefaultHandlerExitTimeout)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.MaxRequests = cmp.Or(c.MaxRequests, DefaultMaxRequests)
 	c.Admission, _ = c.Admission.withDefaults(c.MaxConnections) // checked by Validate
 	c.EventBuffer = cmp.Or(c.EventBuffer, DefaultEventBuffer)
 	c.MaxMemory = cmp.Or(c.MaxMemory, DefaultMaxMemory)

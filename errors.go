@@ -56,6 +56,13 @@ var (
 	ErrInvalidProtocol = errors.New("tendril: invalid protocol")
 	// ErrMessageTooLarge means a message exceeds Config.MaxMessageSize.
 	ErrMessageTooLarge = errors.New("tendril: message too large")
+
+	// ErrRequestFailed means the peer's RequestHandler returned an error (see RequestError).
+	ErrRequestFailed = errors.New("tendril: request failed")
+
+	// ErrTooManyRequests means Config.MaxRequests requests of the session were in flight
+	// already: Request does not wait for one to end.
+	ErrTooManyRequests = errors.New("tendril: too many requests in flight")
 	// ErrLegacyDisabled means a legacy TEA listen or dial was asked of a Service whose
 	// Config.LegacyTEA is nil.
 	ErrLegacyDisabled = errors.New("tendril: legacy TEA mode not enabled")

@@ -8,8 +8,10 @@ import (
 	"github.com/tendril-p2p/tendril/secio"
 )
 
-// Protocol is a protocol the Service speaks: a name, the versions it supports, and either a
-// message Handler or a raw StreamHandler.
+// Protocol is a protocol the Service speaks: a name, the versions it supports, and how this
+// node serves it: a message Handler, a raw StreamHandler or a RequestHandler (at most one).
+// A protocol with none of them is one this node only opens (with OpenStream or Request):
+// peers that open it here are refused as for an unknown protocol.
 type Protocol struct {
 	// Name identifies the protocol on the wire, e.g. "/chat". It must start with "/".
 	Name string
@@ -23,6 +25,11 @@ type Protocol struct {
 	Handler Handler
 	// StreamHandler receives the raw stream (raw mode), for protocols that stream bytes.
 	StreamHandler StreamHandler
+	// RequestHandler answers requests (request mode, see Session.Request): each request
+	// comes on a stream of its own, so that requests never wait behind one another, a
+	// requester that gives up frees the work its request started, and a handler may make
+	// requests itself.
+	RequestHandler RequestHandler
 	// OpenOnConnect makes the dialling side open this protocol as soon as a session is
 	// established, so that both sides' handlers get Connected without further calls.
 	OpenOnConnect bool
@@ -37,6 +44,27 @@ type Protocol struct {
 func (p *Protocol) info() protocol.Info {
 	return protocol.Info{Name: p.Name, Versions: p.Versions, Select: p.Select}
 }
+
+// served reports whether this node serves p (has a handler for it): peers may open it.
+func (p *Protocol) served() bool {
+	return p.Handler != nil || p.StreamHandler != nil || p.RequestHandler != nil
+}
+
+// rawServer is what serves a stream of a raw-mode or request-mode protocol the peer opens
+// (nil for message mode, and for a protocol this node only opens).
+func (p *Protocol) rawServer(svc *Service) StreamHandler {
+	switch {
+	case p.StreamHandler != nil:
+		return p.StreamHandler
+	case p.RequestHandler != nil:
+		return requestServer{h: p.RequestHandler, svc: svc}
+	}
+	return nil
+}
+
+// streamMode reports whether p's streams are served raw (raw or request mode): each open
+// is a stream of its own, and its handler owns it.
+func (p *Protocol) streamMode() bool { return p.StreamHandler != nil || p.RequestHandler != nil }
 
 // Handler handles one protocol in message mode. For one session and protocol, the calls are
 // made from one goroutine, in order: Connected, then Received for each message, then

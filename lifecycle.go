@@ -172,7 +172,7 @@ func (s *Session) teardown(muxErr error) {
 	// the messages the peer sent before it closed the session (a peer that closes from its
 	// own handler does not wait for this side to read them first), then the stream ends.
 	for _, ps := range streams {
-		if ps.proto.StreamHandler != nil {
+		if ps.proto.streamMode() {
 			ps.abort()
 		} else {
 			ps.stop()

@@ -37,8 +37,13 @@ func (s *Session) OpenProtocol(ctx context.Context, name string) error {
 	if !s.allows(p) {
 		return fmt.Errorf("%w: %q", ErrInsecureSession, name)
 	}
-	if p.StreamHandler != nil {
+	switch {
+	case p.StreamHandler != nil:
 		return s.openAndStart(ctx, p) // a new stream per call
+	case p.RequestHandler != nil:
+		return fmt.Errorf("tendril: %q is a request protocol: use Request", name)
+	case p.Handler == nil:
+		return fmt.Errorf("tendril: %q has no handler here: open it with OpenStream or Request", name)
 	}
 	ch, err := s.reserveOpen(ctx, name)
 	if ch == nil {
@@ -109,39 +114,76 @@ func (s *Session) openAndStart(ctx context.Context, p *Protocol) error {
 	return ErrSessionClosed
 }
 
+// Stream is a stream of a raw-mode protocol that this node opened (OpenStream): a net.Conn
+// with deadlines, which can also be half-closed. Close ends both directions; CloseWrite
+// sends end-of-stream and keeps reading (the peer's reads return io.EOF once they have
+// consumed what was written); Reset aborts the stream at once, both ways.
+type Stream interface {
+	net.Conn
+	// CloseWrite half-closes the stream: the peer reads io.EOF after the data already
+	// written, and this side can still read.
+	CloseWrite() error
+	// Reset aborts the stream in both directions; the peer's reads and writes fail.
+	Reset() error
+}
+
 // OpenStream opens a new stream of the named raw-mode protocol and returns it to the caller
-// with the negotiated version, without running the local StreamHandler: the caller owns the
-// stream and must close it. The remote's StreamHandler serves the other end.
-func (s *Session) OpenStream(ctx context.Context, name string) (net.Conn, string, error) {
+// with the version in use, without running the local StreamHandler: the caller owns the
+// stream and must close it. The remote's StreamHandler serves the other end. The protocol
+// must be registered here with a StreamHandler, or with no handler at all (a protocol this
+// node only opens).
+//
+// With one version listed, negotiation is lazy: the request travels with the first data
+// (no round trip of its own), OpenStream returns at once, and a refusal by the peer
+// (ErrUnknownProtocol, ErrNoCommonVersion, wrapped) is the error of the first Read, or of
+// the Write that would send more than protocol.MaxUnanswered bytes before the answer came:
+// never a Write blocked for good. With several versions listed, OpenStream waits for the
+// negotiation and returns its outcome.
+func (s *Session) OpenStream(ctx context.Context, name string) (Stream, string, error) {
 	p := s.svc.protocol(name)
 	if p == nil {
 		return nil, "", fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
 	}
-	if p.StreamHandler == nil {
+	switch {
+	case p.Handler != nil:
 		return nil, "", fmt.Errorf("tendril: %q is a message-mode protocol: use OpenProtocol and Send", name)
-	}
-	if !s.allows(p) {
+	case p.RequestHandler != nil:
+		return nil, "", fmt.Errorf("tendril: %q is a request protocol: use Request", name)
+	case !s.allows(p):
 		return nil, "", fmt.Errorf("%w: %q", ErrInsecureSession, name)
 	}
+	return s.openStream(ctx, p)
+}
+
+// openStream opens a stream of p for the caller (OpenStream, Request): lazily negotiated
+// if p lists one version, else negotiated now. It counts the stream opened.
+func (s *Session) openStream(ctx context.Context, p *Protocol) (Stream, string, error) {
 	s.mu.Lock()
 	closing := s.state != sessionOpen
 	s.mu.Unlock()
 	if closing {
 		return nil, "", ErrSessionClosed
 	}
+	var (
+		st      Stream
+		version string
+		err     error
+	)
 	if len(p.Versions) == 1 {
-		return s.openStreamLazy(ctx, p)
+		st, version, err = s.openStreamLazy(ctx, p)
+	} else {
+		st, version, err = s.openNegotiated(ctx, p)
 	}
-	st, version, err := s.openNegotiated(ctx, p)
 	if err != nil {
 		return nil, "", err
 	}
+	s.countStream(true)
 	return st, version, nil
 }
 
 // openStreamLazy opens a mux stream for a protocol with one version and negotiates it
 // lazily: the request goes with the first data, and a refusal is the first Read's error.
-func (s *Session) openStreamLazy(ctx context.Context, p *Protocol) (net.Conn, string, error) {
+func (s *Session) openStreamLazy(ctx context.Context, p *Protocol) (Stream, string, error) {
 	st, err := s.openMuxStream(ctx, p)
 	if err != nil {
 		return nil, "", err
@@ -151,8 +193,16 @@ func (s *Session) openStreamLazy(ctx context.Context, p *Protocol) (net.Conn, st
 		st.Reset()
 		return nil, "", fmt.Errorf("tendril: negotiate %s: %w", p.Name, err)
 	}
-	return lc, p.Versions[0], nil
+	return lazyStream{lc, st}, p.Versions[0], nil
 }
+
+// lazyStream is a lazily negotiated stream: the LazyConn, with the mux stream's Reset.
+type lazyStream struct {
+	*protocol.LazyConn
+	st *mux.Stream
+}
+
+func (l lazyStream) Reset() error { return l.st.Reset() }
 
 // openNegotiated opens a mux stream and negotiates p on it, within NegotiationTimeout. The
 // session's end needs no watcher here: closing the mux fails the stream's I/O.
@@ -308,7 +358,7 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 		sendQueue: sendQueue{closing: make(chan struct{})},
 	}
 	ps.handlerCtx = &Context{ps: ps}
-	if p.StreamHandler != nil {
+	if p.streamMode() {
 		// A raw stream's handler writes to it itself: its writer is done from the start.
 		ps.writer, ps.wdone = writerDone, writerNeverRan
 	} else {
@@ -322,7 +372,7 @@ func (s *Session) startStream(p *Protocol, version string, st *mux.Stream, outbo
 		s.mu.Unlock()
 		return ps, nil, out
 	}
-	if p.StreamHandler != nil {
+	if p.streamMode() {
 		if len(s.raw) >= s.svc.cfg.Mux.MaxStreams {
 			s.mu.Unlock()
 			return ps, nil, tooManyStreams
@@ -387,7 +437,7 @@ func (s *Session) startRawLocked(ps *protoStream) (run func()) {
 	endCtx := ps.st.AfterEnd(ps.stop)
 	return func() {
 		defer s.wg.Done()
-		err := callHandler(ps.proto.Name, func() { ps.proto.StreamHandler.ServeStream(ps.handlerCtx, ps.version, ps.st) })
+		err := callHandler(ps.proto.Name, func() { ps.proto.rawServer(s.svc).ServeStream(ps.handlerCtx, ps.version, ps.st) })
 		if err != nil {
 			s.svc.log.Error("stream handler panicked", "protocol", ps.proto.Name, "err", err)
 		}

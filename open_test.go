@@ -3,11 +3,14 @@ package tendril
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/tendril-p2p/tendril/mux"
+	"github.com/tendril-p2p/tendril/protocol"
 )
 
 // TestMaxStreams checks both ends of the stream limit: a node refuses the peer's streams
@@ -158,4 +161,96 @@ func TestLegacyProtocolOptIn(t *testing.T) {
 	if n < 7 || buf[3] != 3 { // a refusal
 		t.Fatalf("peer answered %x, want a refusal", buf[:n])
 	}
+}
+
+// TestOpenStreamRefusal: a stream of a protocol the peer does not serve fails with a typed
+// refusal within a second of a 1 MiB Write, with one version listed (lazy negotiation: the
+// Write that goes past what may be unanswered waits for the answer) and with several
+// (OpenStream negotiates). Before, the Write blocked for good on a stream nobody read.
+func TestOpenStreamRefusal(t *testing.T) {
+	for _, versions := range [][]string{{"1"}, {"1", "2"}} {
+		t.Run(fmt.Sprintf("%d versions", len(versions)), func(t *testing.T) {
+			srv := newService(t, Config{})
+			cli := newService(t, Config{Protocols: []Protocol{{Name: "/bulk", Versions: versions}}})
+			sess := dial(t, cli, listen(t, srv))
+			start := time.Now()
+			st, _, err := sess.OpenStream(context.Background(), "/bulk")
+			if err == nil {
+				defer st.Close()
+				_, err = st.Write(make([]byte, 1<<20))
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("the refusal came after %v", d)
+			}
+			if !errors.Is(err, protocol.ErrUnknownProtocol) {
+				t.Fatalf("OpenStream and a 1 MiB Write to a peer without the protocol: %v, want protocol.ErrUnknownProtocol", err)
+			}
+		})
+	}
+}
+
+// TestOpenOnlyProtocol: a protocol registered with no handler can be opened with
+// OpenStream (the peer serves it), and a peer that opens it here is refused.
+func TestOpenOnlyProtocol(t *testing.T) {
+	got := make(chan string, 1)
+	served := Protocol{Name: "/push", Versions: []string{"1"}, StreamHandler: StreamHandlerFunc(func(_ *Context, _ string, st net.Conn) {
+		b, _ := io.ReadAll(st)
+		got <- string(b)
+	})}
+	srv := newService(t, Config{Protocols: []Protocol{served}})
+	cli := newService(t, Config{Protocols: []Protocol{{Name: "/push", Versions: []string{"1"}}}})
+	sess := dial(t, cli, listen(t, srv))
+	st, _, err := sess.OpenStream(context.Background(), "/push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Write([]byte("hello"))
+	st.CloseWrite()
+	if s := <-got; s != "hello" {
+		t.Fatalf("the peer got %q", s)
+	}
+	st.Close()
+	rst, _, err := srv.Session(cli.ID()).OpenStream(context.Background(), "/push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rst.Read(make([]byte, 1)); !errors.Is(err, protocol.ErrUnknownProtocol) {
+		t.Fatalf("opening a protocol the client only opens: %v, want protocol.ErrUnknownProtocol", err)
+	}
+	rst.Close()
+	if err := sess.OpenProtocol(context.Background(), "/push"); err == nil {
+		t.Fatal("OpenProtocol of a protocol with no handler here succeeded")
+	}
+}
+
+// TestStreamsCounted: streams opened with OpenStream count as opened on the opening side
+// and accepted on the other.
+func TestStreamsCounted(t *testing.T) {
+	srv := newService(t, Config{Protocols: []Protocol{echoRawProto}})
+	cli := newService(t, Config{Protocols: []Protocol{{Name: echoRawProto.Name, Versions: echoRawProto.Versions}}})
+	sess := dial(t, cli, listen(t, srv))
+	for range 5 {
+		if err := echoRoundTrip(context.Background(), sess); err != nil {
+			t.Fatal(err)
+		}
+	}
+	back := srv.Session(cli.ID())
+	waitUntil(t, "the server's count", func() bool { return back.Stats().StreamsAccepted == 5 })
+	if n := sess.Stats().StreamsOpened; n != 5 {
+		t.Fatalf("StreamsOpened = %d after 5 OpenStream, want 5", n)
+	}
+}
+
+// TestRTTMeasured: a session knows its round-trip time after a few round trips, without a
+// bulk transfer or a keepalive (before: 0 after 1,000 round trips).
+func TestRTTMeasured(t *testing.T) {
+	srv := newService(t, Config{Protocols: []Protocol{echoRawProto}})
+	cli := newService(t, Config{Protocols: []Protocol{{Name: echoRawProto.Name, Versions: echoRawProto.Versions}}})
+	sess := dial(t, cli, listen(t, srv))
+	for range 10 {
+		if err := echoRoundTrip(context.Background(), sess); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "an RTT", func() bool { return sess.RTT() > 0 && srv.Session(cli.ID()).RTT() > 0 })
 }

@@ -3,6 +3,8 @@ package tendril
 import (
 	"fmt"
 	"slices"
+
+	"github.com/tendril-p2p/tendril/protocol"
 )
 
 // The Service's protocols can change while it runs (AddProtocol, RemoveProtocol). They are
@@ -31,9 +33,15 @@ func (s *Service) AddProtocol(p Protocol) error {
 }
 
 // addProtocolLocked registers a validated protocol. s.protoMu is held (or New is running).
+// A protocol this node only opens is not in the registry: peers that open it are refused.
 func (s *Service) addProtocolLocked(p *Protocol) error {
-	if err := s.registry.Register(p.info()); err != nil {
-		return fmt.Errorf("%w %q: %w", ErrInvalidProtocol, p.Name, err)
+	if _, dup := s.protocols[p.Name]; dup {
+		return fmt.Errorf("%w %q: %w", ErrInvalidProtocol, p.Name, protocol.ErrDuplicateProtocol)
+	}
+	if p.served() {
+		if err := s.registry.Register(p.info()); err != nil {
+			return fmt.Errorf("%w %q: %w", ErrInvalidProtocol, p.Name, err)
+		}
 	}
 	s.protocols[p.Name] = p
 	s.protoOrder = append(s.protoOrder, p)
@@ -107,13 +115,22 @@ func (s *Session) closeProtocol(p *Protocol) {
 	}
 }
 
-// validate checks one protocol: its name and versions, and exactly one handler.
+// validate checks one protocol: its name and versions, and at most one handler.
 func (p *Protocol) validate() error {
 	if err := p.info().Validate(); err != nil {
 		return fmt.Errorf("%w %q: %w", ErrInvalidProtocol, p.Name, err)
 	}
-	if (p.Handler == nil) == (p.StreamHandler == nil) {
-		return fmt.Errorf("%w %q: set exactly one of Handler and StreamHandler", ErrInvalidProtocol, p.Name)
+	n := 0
+	for _, set := range []bool{p.Handler != nil, p.StreamHandler != nil, p.RequestHandler != nil} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("%w %q: set at most one of Handler, StreamHandler and RequestHandler", ErrInvalidProtocol, p.Name)
+	}
+	if n == 0 && p.OpenOnConnect {
+		return fmt.Errorf("%w %q: OpenOnConnect needs a Handler or StreamHandler", ErrInvalidProtocol, p.Name)
 	}
 	return nil
 }

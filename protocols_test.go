@@ -56,7 +56,8 @@ func TestAddProtocolInvalid(t *testing.T) {
 	}{
 		{echoProto("/dup", newInbox()), protocol.ErrDuplicateProtocol},
 		{echoProto("no-slash", newInbox()), protocol.ErrInvalidName},
-		{Protocol{Name: "/none", Versions: []string{"1.0"}}, nil},
+		{Protocol{Name: "/two", Versions: []string{"1.0"}, Handler: newInbox(), StreamHandler: echoRawProto.StreamHandler}, nil},
+		{Protocol{Name: "/none", Versions: []string{"1.0"}, OpenOnConnect: true}, nil},
 	} {
 		err := s.AddProtocol(tc.p)
 		if !errors.Is(err, ErrInvalidProtocol) || tc.cause != nil && !errors.Is(err, tc.cause) {

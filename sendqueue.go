@@ -120,7 +120,7 @@ func (ps *protoStream) setWriterLocked(to writerState) {
 // while the session's queue is full.
 func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
 	s := ps.sess
-	if ps.proto.StreamHandler != nil {
+	if ps.proto.streamMode() {
 		return fmt.Errorf("%w: %q is a raw stream protocol: write to its stream", ErrProtocolNotOpen, ps.proto.Name)
 	}
 	if len(msg) > s.svc.cfg.MaxMessageSize {

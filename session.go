@@ -47,6 +47,10 @@ type Session struct {
 	settled   chan struct{} // closed when closing and no stream is left to wait for (checkSettledLocked)
 	sendSpace queueSpace    // the send queue's bytes, all streams (sendqueue.go)
 
+	// requests holds a token per request in flight (Request), Config.MaxRequests at most;
+	// made by the first Request.
+	requests chan struct{}
+
 	wg    goroutineGroup // stream goroutines
 	calls atomic.Int32   // message handler calls in progress (Connected, Received, Disconnected)
 	done  chan struct{}
@@ -126,12 +130,15 @@ func (s *Session) OpenedAt() time.Time { return s.opened }
 // Done is closed once the session has ended and its handlers have returned.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
-// MemoryUsed returns the bytes this session's receive windows reserve, out of
-// Config.MaxSessionMemory: the most the peer can make this node buffer for it now.
+// MemoryUsed returns the bytes this session's streams reserve, out of
+// Config.MaxSessionMemory: what they have received and not yet read, and the windows of
+// streams that grew.
 func (s *Session) MemoryUsed() int64 { return s.mux.MemoryUsed() }
 
-// RTT returns the round-trip time measured on the session (by keepalive pings and the
-// first bulk transfer), or 0 before the first measurement.
+// RTT returns the session's smoothed round-trip time: measured by a ping sent with its first
+// frames (known within about a round trip of the session's start, plus up to 500 µs the
+// peer may hold the answer to send it with other frames) and again by every keepalive.
+// It is 0 before the first measurement.
 func (s *Session) RTT() time.Duration { return s.mux.RTT() }
 
 // Err returns why the session ended: nil while it is open or if it was closed locally;

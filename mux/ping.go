@@ -99,6 +99,7 @@ func (s *Session) abandonPing(p *pingState) {
 }
 
 // RTT returns the smoothed round-trip time measured by the session's pings, or 0 before
-// the first answer. The first stream that moves bulk data measures it (windows grow only
-// with a measured round trip), and every Ping and keepalive measures again.
+// the first answer: a ping sent with the session's first frames measures it within about a
+// round trip of the start (the peer's answer may wait up to 500 µs to ride with a frame of
+// its own), and every Ping and keepalive measures again.
 func (s *Session) RTT() time.Duration { return time.Duration(s.rtt.Load()) }

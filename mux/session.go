@@ -111,6 +111,10 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 		s.mu.Unlock()
 	}
 	s.startTurn()
+	// The round-trip time is measured from the start: a ping rides with the session's
+	// first frames (or leaves alone after lazyDelay), so that windows can grow from the
+	// first bulk read and RTT answers within a round trip of the session's start.
+	s.startPing(false)
 	return s, nil
 }
 

@@ -11,6 +11,14 @@ import (
 // lazyCoalesce is the largest first write that is sent in one piece with the request.
 const lazyCoalesce = 64 << 10
 
+// MaxUnanswered is how many bytes, request included, a LazyConn writes before it has read
+// the acceptor's answer; a Write beyond it waits for the answer, so that a refusal comes
+// back as that Write's error rather than as a Write blocked for good on a stream nobody
+// reads. It is the initial window of a yamux stream (256 KiB): an acceptor reads nothing
+// of the data before it has answered, so no more could be in flight before the answer
+// anyway, and waiting costs no round trip.
+const MaxUnanswered = 256 << 10
+
 // LazyConn is the opener's end of a stream negotiated lazily (see NegotiateLazy): the
 // request goes out with the first data, and the answer is read before the first data the
 // acceptor sends.
@@ -19,8 +27,9 @@ type LazyConn struct {
 	version string
 	timeout time.Duration
 
-	wmu sync.Mutex
-	req []byte // the request, until it is sent
+	wmu        sync.Mutex
+	req        []byte // the request, until it is sent
+	unanswered int    // bytes written before the answer was read, request included
 
 	rmu      sync.Mutex
 	answered bool
@@ -38,9 +47,11 @@ type LazyConn struct {
 // The request travels in front of the first data written on the returned conn (in the same
 // Write, so in the same frame below), or is sent by the first Read or CloseWrite if they
 // come first. The first Read reads and checks the answer before returning any of the
-// acceptor's data: a refusal is returned there, as a *RefusedError (errors.Is matches
-// ErrUnknownProtocol or ErrNoCommonVersion), and by every Read and Write after it; data
-// written before the refusal was known is discarded by the acceptor. The answer must
+// acceptor's data, and so does a Write once MaxUnanswered bytes have gone out unanswered:
+// a refusal is returned there, as a *RefusedError (errors.Is matches ErrUnknownProtocol or
+// ErrNoCommonVersion), and by every Read and Write after it; data written before the
+// refusal was known is discarded by the acceptor. A refused stream therefore fails the
+// Read or the Write that waits for it, never leaving a Write blocked. The answer must
 // arrive within timeout of that first Read (or before the caller's read deadline, if
 // earlier), else ErrNegotiationTimeout. Use Negotiate to offer several versions or to
 // know the outcome before writing.
@@ -89,11 +100,14 @@ func (c *LazyConn) sendRequest(first []byte) (sentFirst bool, err error) {
 	if _, err := c.Conn.Write(b); err != nil {
 		return false, fmt.Errorf("protocol: sending negotiation request: %w", err)
 	}
+	c.unanswered = len(b)
 	c.req = nil
 	return sentFirst, nil
 }
 
-// Write writes p; the first Write carries the request in front of it.
+// Write writes p; the first Write carries the request in front of it. Beyond
+// MaxUnanswered bytes written before the answer, it reads the answer first: a refusal is
+// its error.
 func (c *LazyConn) Write(p []byte) (int, error) {
 	if err := c.failed(); err != nil {
 		return 0, err
@@ -105,24 +119,64 @@ func (c *LazyConn) Write(p []byte) (int, error) {
 	if sent {
 		return len(p), nil
 	}
-	return c.Conn.Write(p)
+	n := 0
+	for len(p) > 0 {
+		k := c.unansweredRoom(len(p))
+		if k == 0 {
+			if err := c.awaitAnswer(); err != nil {
+				return n, err
+			}
+			continue
+		}
+		w, err := c.Conn.Write(p[:k])
+		n += w
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// unansweredRoom returns how much of a write of n bytes may go before the answer is read
+// (n once it has been), and counts it as written.
+func (c *LazyConn) unansweredRoom(n int) int {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.unanswered < 0 {
+		return n // answered
+	}
+	k := min(n, MaxUnanswered-c.unanswered)
+	c.unanswered += k
+	return k
 }
 
 // Read reads the acceptor's data, after its answer.
 func (c *LazyConn) Read(p []byte) (int, error) {
-	if err := c.failed(); err != nil {
+	if err := c.awaitAnswer(); err != nil {
 		return 0, err
 	}
+	return c.Conn.Read(p)
+}
+
+// awaitAnswer reads the acceptor's answer unless it has been read, and returns the
+// refusal or failure if there was one.
+func (c *LazyConn) awaitAnswer() error {
+	if err := c.failed(); err != nil {
+		return err
+	}
 	c.rmu.Lock()
+	defer c.rmu.Unlock()
 	if !c.answered {
 		if err := c.readAnswer(); err != nil {
-			c.rmu.Unlock()
-			return 0, c.fail(err)
+			return c.fail(err)
 		}
 		c.answered = true
+		c.wmu.Lock()
+		c.unanswered = -1
+		c.wmu.Unlock()
 	}
-	c.rmu.Unlock()
-	return c.Conn.Read(p)
+	return nil
 }
 
 // readAnswer sends the request if needed and reads the answer, within the timeout.
