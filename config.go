@@ -68,6 +68,9 @@ type Config struct {
 
 	// DialTimeout bounds the TCP connect of a Dial. Default 10 s.
 	DialTimeout time.Duration
+	// RequirePeerID makes Dial refuse an address without /p2p/ID (ErrInvalidAddr): such an
+	// address reaches whoever answers there, unverified. Off by default.
+	RequirePeerID bool
 	// HandshakeTimeout bounds the secio handshake. Default 10 s.
 	HandshakeTimeout time.Duration
 	// NegotiationTimeout bounds protocol negotiation on a stream this node opens. Default

@@ -11,8 +11,11 @@ import (
 	"github.com/tendril-p2p/tendril/secio"
 )
 
-// Dial connects to addr, runs the handshake (verifying the peer ID if addr has one) and
-// returns the session. If addr names a peer that already has a session, that session is
+// Dial connects to addr, runs the handshake and returns the session. If addr ends with
+// /p2p/ID, the handshake fails unless the peer proves that identity (secio.ErrPeerIDMismatch)
+// before this side reveals its own; an address without /p2p/ is not verified at all: the
+// session is with whoever answers at that address (Session.Peer says who). Set
+// Config.RequirePeerID to refuse such addresses (ErrInvalidAddr). If addr names a peer that already has a session, that session is
 // returned without dialling. Otherwise, when the handshake reveals a peer that already has
 // a session, both sides keep the same one of the two connections: the one dialled by the
 // peer with the smaller ID, or, if this node dialled both, the new one.
@@ -52,6 +55,9 @@ func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, e
 	network, hostport, err := addr.hostPort()
 	if err != nil {
 		return nil, err
+	}
+	if !legacy && addr.Peer.IsZero() && s.cfg.RequirePeerID {
+		return nil, fmt.Errorf("%w: %s has no /p2p/ part, and Config.RequirePeerID is set", ErrInvalidAddr, addr)
 	}
 	if !legacy && !addr.Peer.IsZero() {
 		if addr.Peer == s.id {

@@ -72,3 +72,18 @@ func TestDialNotTendril(t *testing.T) {
 		t.Fatalf("dial an HTTP server: %v", err)
 	}
 }
+
+// TestRequirePeerID: with Config.RequirePeerID, Dial refuses an address without /p2p/.
+func TestRequirePeerID(t *testing.T) {
+	srv := newService(t, Config{})
+	addr := listen(t, srv)
+	cli := newService(t, Config{RequirePeerID: true})
+	bare := addr
+	bare.Peer = secio.PeerID{}
+	if _, err := cli.Dial(context.Background(), bare); !errors.Is(err, ErrInvalidAddr) {
+		t.Fatalf("Dial without /p2p/ and RequirePeerID: %v, want ErrInvalidAddr", err)
+	}
+	if _, err := cli.Dial(context.Background(), addr); err != nil {
+		t.Fatalf("Dial with /p2p/: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package tendril
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -68,11 +69,16 @@ type Event struct {
 	Secure    bool         // false for legacy TEA sessions
 	Protocol  string       // protocol events
 	Version   string       // protocol events
-	Err       error        // failures
+	Err       error        // failures, and why a session or stream ended (see Failed)
 	// Count is how many occurrences the event stands for: 1, or more when repeats of a
 	// failure from the same peer or address were coalesced (see Service.Events).
 	Count int
 }
+
+// Failed reports whether the event reports a failure: Err is set and is not the peer
+// closing on purpose (ErrPeerClosed), which an EventSessionClosed also carries in Err, so
+// that a log of errors need not test for it.
+func (e Event) Failed() bool { return e.Err != nil && !errors.Is(e.Err, ErrPeerClosed) }
 
 // lifecycle reports whether t is a lifecycle event: those are never dropped to make room
 // for others (see emit).

@@ -200,6 +200,9 @@ func TestPeerCloseIsNotConnectionLost(t *testing.T) {
 			graceful && (!errors.Is(sess.Err(), io.EOF) || sess.Err().Error() != "tendril: session closed by the peer") {
 			t.Errorf("peer closed (reset %v): Err %v, event %v", reset, sess.Err(), e.Err)
 		}
+		if e.Failed() == graceful {
+			t.Errorf("peer closed (reset %v): Event.Failed() = %v", reset, e.Failed())
+		}
 	}
 }
 
