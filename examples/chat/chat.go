@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,7 +22,10 @@ const idSize = 32
 // message is one chat line as it travels, relayed hop by hop.
 //
 // Wire format (all versions): 32-byte message ID, then for 1.1 a 1-byte nick length and the
-// nick, then the text. The ID is BLAKE3(origin peer ID || 8-byte big-endian sequence).
+// nick, then the text. The ID is BLAKE3(origin peer ID || 16-byte run nonce || 8-byte
+// big-endian sequence): the nonce is drawn at every start, so that a peer restarted with
+// the same key (-key) does not repeat the IDs of its earlier lines, which the others would
+// take for lines they have seen.
 // A 1.1 message with empty text is an introduction: the nick of the peer at the other end of
 // the stream, sent once when the stream opens; it is neither shown nor relayed.
 type message struct {
@@ -100,12 +104,15 @@ type node struct {
 	seen  *seenSet
 	peers map[*tendril.Context]string // the peer's nick, once it has introduced itself
 	seq   uint64
+	run   [16]byte // drawn at start: this run's line IDs differ from any earlier run's
 	// onLine, if set, is told of every line shown (the demo counts them).
 	onLine func(origin string, text string)
 }
 
 func newNode(name string, out io.Writer) *node {
-	return &node{name: name, out: out, seen: newSeenSet(4096), peers: make(map[*tendril.Context]string)}
+	n := &node{name: name, out: out, seen: newSeenSet(4096), peers: make(map[*tendril.Context]string)}
+	rand.Read(n.run[:]) // crypto/rand never fails
+	return n
 }
 
 func (n *node) printf(format string, args ...any) {
@@ -200,6 +207,7 @@ func (n *node) say(text string) int {
 	binary.BigEndian.PutUint64(seq[:], n.seq)
 	h := blake3.New()
 	h.Write(n.svc.ID().Bytes())
+	h.Write(n.run[:])
 	h.Write(seq[:])
 	m := message{nick: n.name, text: text}
 	h.Sum(m.id[:0])

@@ -148,3 +148,37 @@ func waitOutput(t *testing.T, out *testutil.SyncBuffer, want string) {
 		}
 	}
 }
+
+// TestBinaryRestartSameKey: a peer restarted with its key (-key) gets every line it sends
+// through again; before, its first lines after the restart had the IDs of its first lines
+// before it, and the others dropped them as seen.
+func TestBinaryRestartSameKey(t *testing.T) {
+	bin := testutil.BuildMain(t)
+	alice := exec.Command(bin, "-listen", "/ip4/127.0.0.1/tcp/0", "-name", "alice")
+	var out testutil.SyncBuffer
+	alice.Stdout, alice.Stderr = &out, &out
+	stdin, err := alice.StdinPipe() // kept open: a chat peer ends at the end of its input
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := alice.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		alice.Process.Signal(syscall.SIGTERM)
+		alice.Wait()
+	}()
+	addr := testutil.ListeningAddr(t, &out)
+	key := t.TempDir() + "/bob.key"
+	for run := range 3 {
+		lines := fmt.Sprintf("run %d line 1\nrun %d line 2\n", run, run)
+		bob := exec.Command(bin, "-dial", addr, "-name", "bob", "-key", key)
+		bob.Stdin = strings.NewReader(lines)
+		if b, err := bob.CombinedOutput(); err != nil {
+			t.Fatalf("bob run %d: %v\n%s", run, err, b)
+		}
+		waitOutput(t, &out, fmt.Sprintf("<bob> run %d line 1", run))
+		waitOutput(t, &out, fmt.Sprintf("<bob> run %d line 2", run))
+	}
+}
