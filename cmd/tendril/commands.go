@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tendril-p2p/tendril"
+	"github.com/tendril-p2p/tendril/mux"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -45,7 +46,11 @@ func cmdKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return err
 	}
+	// The ID alone on stdout, for scripts; what to do with it on stderr, for people.
 	fmt.Fprintf(stdout, "%s\n", key.PeerID())
+	fmt.Fprintf(stderr, "wrote the identity key %s (keep it private); the line above is its peer ID.\n"+
+		"Serve with:  tendril listen -key %s /ip4/0.0.0.0/tcp/4001\n"+
+		"Others dial: /ip4/THIS-HOST/tcp/4001/p2p/%s\n", *out, *out, key.PeerID())
 	return nil
 }
 
@@ -198,8 +203,8 @@ func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parse(fs, args, 1); err != nil {
 		return err
 	}
-	if *size < 8 || *count < 0 || *interval < 0 {
-		return fmt.Errorf("%w: -size must be >= 8, -c and -i non-negative", errUsage)
+	if *size < 8 || *size > tendril.DefaultMaxMessageSize || *count < 0 || *interval < 0 {
+		return fmt.Errorf("%w: -size must be 8 to %d (a node's largest message), -c and -i non-negative", errUsage, tendril.DefaultMaxMessageSize)
 	}
 	d, sess, err := dial(ctx, fs.Arg(0), stdout)
 	if err != nil {
@@ -282,15 +287,22 @@ func printPingStats(w io.Writer, sent int, rtts []time.Duration) {
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "bench [-t DURATION] [-streams K] [-size N] ADDR", stderr)
+	fs := newFlags("bench", "bench [-t DURATION] [-streams K] [-size N] ADDR (measures this node sending to ADDR)", stderr)
 	dur := fs.Duration("t", 5*time.Second, "how long to send")
-	streams := fs.Int("streams", 4, "concurrent streams")
+	streams := fs.Int("streams", 4, fmt.Sprintf("concurrent streams (at most %d against a node with the default budgets)", maxBenchStreams))
 	size := fs.Int("size", 64<<10, "bytes per write")
 	if err := parse(fs, args, 1); err != nil {
 		return err
 	}
-	if *dur <= 0 || *streams < 1 || *streams > 1024 || *size < 1 || *size > 16<<20 {
-		return fmt.Errorf("%w: -t > 0, 1 <= -streams <= 1024, 1 <= -size <= 16 MiB", errUsage)
+	if *dur <= 0 || *streams < 1 || *size < 1 || *size > 16<<20 {
+		return fmt.Errorf("%w: -t > 0, -streams >= 1, 1 <= -size <= 16 MiB", errUsage)
+	}
+	if *streams > maxBenchStreams {
+		return fmt.Errorf("%w: -streams %d: each stream may have its %d KiB window in flight at the responder, "+
+			"%d MiB in all, more than a node's default session budget (tendril.Config.MaxSessionMemory, %d MiB), "+
+			"which resets streams whose data does not fit: at most %d against a node with the defaults",
+			errUsage, *streams, mux.InitialStreamWindow>>10, *streams*(mux.InitialStreamWindow>>10)>>10,
+			mux.DefaultConfig().MaxSessionMemory>>20, maxBenchStreams)
 	}
 	d, sess, err := dial(ctx, fs.Arg(0), stdout)
 	if err != nil {
@@ -351,9 +363,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if acked.Load() != sent.Load() {
 		return fmt.Errorf("responder counted %d bytes, %d were sent", acked.Load(), sent.Load())
 	}
-	fmt.Fprintf(stdout, "%s, %s in %.2fs: %s (all bytes acknowledged)\n", plural(*streams, "stream"), human(float64(sent.Load())), elapsed, rate(float64(sent.Load()), elapsed))
+	fmt.Fprintf(stdout, "%s, %s sent from this node to %s in %.2fs: %s (all bytes acknowledged)\n", plural(*streams, "stream"), human(float64(sent.Load())), short(sess.Peer().String()), elapsed, rate(float64(sent.Load()), elapsed))
 	return nil
 }
+
+// maxBenchStreams is the most bench streams a node with the default session budget can take
+// at full window each: MaxSessionMemory / (InitialStreamWindow + 16 KiB of buffer slack).
+var maxBenchStreams = int(mux.DefaultConfig().MaxSessionMemory / (mux.InitialStreamWindow + 16<<10))
 
 // benchStream writes until the deadline, half-closes, and reads the responder's count.
 func benchStream(ctx context.Context, st net.Conn, deadline time.Time, size int, sent *atomic.Int64) (int64, error) {

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/internal/testutil"
 )
 
@@ -45,6 +47,14 @@ func TestUsageErrors(t *testing.T) {
 		if code, _, _ := runCmd(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+	// Limits are checked before anything is dialled: the address here refuses connections,
+	// and a refusal would be exit 1.
+	if code, _, errs := runCmd(t, "ping", "-size", "100000000", "/ip4/127.0.0.1/tcp/1"); code != 2 || !strings.Contains(errs, "-size") {
+		t.Errorf("ping -size 100000000: exit %d %q, want a usage error before dialling", code, errs)
+	}
+	if code, _, errs := runCmd(t, "bench", "-streams", "1024", "/ip4/127.0.0.1/tcp/1"); code != 2 || !strings.Contains(errs, "MaxSessionMemory") {
+		t.Errorf("bench -streams 1024: exit %d %q, want a usage error naming the setting", code, errs)
 	}
 	if code, _, _ := runCmd(t, "ping", "-h"); code != 0 {
 		t.Errorf("ping -h: exit %d", code)
@@ -146,5 +156,27 @@ func TestKeyMessages(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "id"); code != 2 {
 		t.Errorf("id without a file: exit %d, want 2", code)
+	}
+}
+
+// TestBenchNotServed: bench against a node that does not serve the bench protocol fails at
+// once with the refusal (before, it hung until the node's idle timeout, 30 s).
+func TestBenchNotServed(t *testing.T) {
+	svc, err := tendril.New(tendril.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	addr, err := svc.Listen(context.Background(), tendril.MustParseAddr("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, _, errs := runCmd(t, "bench", "-t", "5s", "-streams", "2", addr.String())
+	if code != 1 || !strings.Contains(errs, "unknown protocol") {
+		t.Fatalf("bench against a node without it: exit %d %q, want the refusal", code, errs)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("the refusal came after %v", d)
 	}
 }
