@@ -60,6 +60,10 @@ var (
 	// ErrRequestFailed means the peer's RequestHandler returned an error (see RequestError).
 	ErrRequestFailed = errors.New("tendril: request failed")
 
+	// ErrNoReply means the peer ended a request's stream without a reply: its session was
+	// closing, or its handler panicked or did not read the request in time.
+	ErrNoReply = errors.New("tendril: the peer ended the request without a reply")
+
 	// ErrTooManyRequests means Config.MaxRequests requests of the session were in flight
 	// already: Request does not wait for one to end.
 	ErrTooManyRequests = errors.New("tendril: too many requests in flight")

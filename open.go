@@ -429,7 +429,9 @@ func (s *Session) startRawLocked(ps *protoStream) (run func()) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.countStream(ps.outbound)
-	s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
+	if ps.proto.RequestHandler == nil { // a request is not a protocol opening (and would flood Events)
+		s.svc.emit(s.protoEvent(EventProtocolOpened, ps.proto.Name, ps.version, nil))
+	}
 	// The handler's Context ends when the stream does, whoever ends it (the peer resetting
 	// it, say), not only with the session: a handler blocked elsewhere than on the stream
 	// learns that nobody waits for it any more. A handler stuck in the stream's I/O returns

@@ -164,5 +164,7 @@ func (ps *protoStream) finish(err error) {
 	delete(s.raw, ps)
 	s.checkSettledLocked()
 	s.mu.Unlock()
-	s.svc.emit(s.protoEvent(EventProtocolClosed, ps.proto.Name, ps.version, err))
+	if ps.proto.RequestHandler == nil || err != nil {
+		s.svc.emit(s.protoEvent(EventProtocolClosed, ps.proto.Name, ps.version, err))
+	}
 }

@@ -35,7 +35,8 @@ func (c *readErrConn) Read(p []byte) (int, error) {
 	c.read.Add(uint64(n))
 	// A deadline is how the mux wakes a Read that reads its frames itself: not a failure.
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		c.err.CompareAndSwap(nil, &err)
+		first := err // a copy: taking err's own address would move it to the heap on every Read
+		c.err.CompareAndSwap(nil, &first)
 		c.once.Do(func() { close(c.failed) })
 	}
 	return n, err

@@ -62,8 +62,9 @@ const (
 // registered here with a RequestHandler or with no handler at all (a protocol this node
 // only requests). It is safe to call from any handler.
 //
-// Errors: a *RequestError (ErrRequestFailed) when the peer's handler failed;
-// ErrTooManyRequests; a refusal
+// Errors: a *RequestError (ErrRequestFailed) when the peer's handler failed; ErrNoReply
+// when the peer ended the request without a reply (its session closing, its handler
+// panicking); ErrTooManyRequests; a refusal
 // wrapping protocol.ErrUnknownProtocol or protocol.ErrNoCommonVersion when the peer does
 // not serve the protocol; ErrMessageTooLarge for a request or reply above MaxMessageSize;
 // ctx's error, or context.DeadlineExceeded after RequestTimeout; ErrSessionClosed when the
@@ -142,19 +143,17 @@ func resetStream(st Stream) {
 	}
 }
 
-// exchange writes a request on st (a frame, then end-of-stream) and reads the reply.
+// exchange writes a request on st (one frame) and reads the reply. The end of the stream
+// follows with the Close after the reply: the acceptor reads one message and needs no end
+// to answer, so the request costs one frame.
 func exchange(st Stream, req []byte, maxMsg int) ([]byte, error) {
-	// The request and the end of the stream leave in one frame when they can.
 	if _, err := st.Write(protocol.AppendFrame(make([]byte, 0, protocol.MessageHeaderSize+len(req)), req)); err != nil {
-		return nil, err
-	}
-	if err := st.CloseWrite(); err != nil {
 		return nil, err
 	}
 	var status [1]byte
 	if _, err := io.ReadFull(st, status[:]); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, errors.New("the peer closed the stream without a reply")
+			return nil, ErrNoReply
 		}
 		return nil, err
 	}

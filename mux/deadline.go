@@ -7,45 +7,68 @@ import (
 
 // deadline is a settable point in time with a channel closed when it passes, as
 // net.Conn's deadlines need: setting it again re-arms or cancels it and wakes nobody
-// wrongly. Its timer exists only while a deadline is set.
+// wrongly. Its timer is made by the first deadline set and kept (re-armed with Reset,
+// which allocates nothing) until the stream ends.
 type deadline struct {
-	owner  *Stream // woken when the deadline passes, if it holds the read turn
-	mu     sync.Mutex
-	timer  *time.Timer
-	ch     chan struct{} // closed when the deadline passed; nil until needed
-	passed bool
+	owner *Stream // woken when the deadline passes, if it holds the read turn
+	mu    sync.Mutex
+	timer *time.Timer
+	ch    chan struct{} // closed when the deadline passed; nil until needed
+	// at is the deadline while it is pending, as nanoseconds since clockStart (on the
+	// monotonic clock), 0 when none is set, and passedMark once it has passed (until it is
+	// set again).
+	at int64
 }
+
+// passedMark is deadline.at of a deadline that has passed.
+const passedMark = -1
+
+// clockStart is the origin of deadline.at: times kept as an offset from it compare on the
+// monotonic clock, whatever the wall clock does.
+var clockStart = time.Now()
 
 // set arms the deadline; the zero time clears it.
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
+	if d.at == passedMark {
+		d.ch = nil // a new deadline, or none: a new channel when one is asked for
 	}
 	if t.IsZero() {
-		if d.passed {
-			d.passed, d.ch = false, nil
+		d.at = 0
+		if d.timer != nil {
+			d.timer.Stop()
 		}
 		return
 	}
 	dur := time.Until(t)
 	if dur <= 0 {
+		d.at = 0
+		if d.timer != nil {
+			d.timer.Stop()
+		}
 		d.expireLocked()
 		if d.owner != nil {
 			d.owner.s.wakeHolder(d.owner)
 		}
 		return
 	}
-	if d.passed {
-		d.passed, d.ch = false, nil
+	d.at = int64(t.Sub(clockStart))
+	if d.timer == nil {
+		d.timer = time.AfterFunc(dur, d.expire)
+	} else {
+		d.timer.Reset(dur)
 	}
-	d.timer = time.AfterFunc(dur, d.expire)
 }
 
+// expire runs from the timer. A firing meant for an earlier setting (the timer was reset
+// while its function was starting) finds the deadline not yet due and does nothing.
 func (d *deadline) expire() {
 	d.mu.Lock()
+	if d.at <= 0 || int64(time.Since(clockStart)) < d.at {
+		d.mu.Unlock()
+		return
+	}
 	d.expireLocked()
 	d.mu.Unlock()
 	if d.owner != nil {
@@ -54,10 +77,10 @@ func (d *deadline) expire() {
 }
 
 func (d *deadline) expireLocked() {
-	if d.passed {
+	if d.at == passedMark {
 		return
 	}
-	d.passed = true
+	d.at = passedMark
 	if d.ch == nil {
 		d.ch = make(chan struct{})
 	}
@@ -69,20 +92,27 @@ func (d *deadline) expireLocked() {
 func (d *deadline) wait() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.ch == nil && (d.timer != nil || d.passed) {
+	if d.ch == nil && d.at != 0 {
 		d.ch = make(chan struct{})
-		if d.passed {
+		if d.at == passedMark {
 			close(d.ch)
 		}
 	}
 	return d.ch
 }
 
-// armed reports whether a deadline is set (pending or passed).
-func (d *deadline) armed() bool {
+// when returns the deadline, if one is set (pending or passed; a passed one is reported as
+// the zero time).
+func (d *deadline) when() (time.Time, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.timer != nil || d.passed
+	switch d.at {
+	case 0:
+		return time.Time{}, false
+	case passedMark:
+		return time.Time{}, true
+	}
+	return clockStart.Add(time.Duration(d.at)), true
 }
 
 // stop releases the timer.

@@ -297,10 +297,18 @@ func (s *Session) writeStream(st *Stream, p []byte) (int, error) {
 		b = append(b, body...)
 		flags = 0
 	}
-	if st.wdl.armed() {
-		return n, s.writeBounded(st, buf, b)
+	// A stream's write deadline holds while the connection's write is stuck. A deadline at
+	// least half ConnectionWriteTimeout away is enforced on the connection itself: if it
+	// is still stuck then, the session fails, as it soon would anyway. A sooner one hands
+	// the write to a goroutine (writeBounded), which costs a switch.
+	var by time.Time
+	if dl, ok := st.wdl.when(); ok {
+		if dl.Before(time.Now().Add(s.cfg.ConnectionWriteTimeout / 2)) {
+			return n, s.writeBounded(st, buf, b)
+		}
+		by = dl
 	}
-	err = s.writeLocked(b)
+	err = s.writeLockedBy(b, by)
 	*buf = b
 	writeBufs.Put(buf)
 	s.unlockWriter()
@@ -314,7 +322,8 @@ func (s *Session) writeStream(st *Stream, p []byte) (int, error) {
 // even if the connection's write blocks (the peer stopped reading): the write goes on from
 // a goroutine of its own, which holds sem until it is done, and the caller gets ErrTimeout.
 // Its data is committed then: it goes out unless the connection fails, which
-// ConnectionWriteTimeout bounds. Only writes with a deadline pay for the goroutine.
+// ConnectionWriteTimeout bounds. Only writes with a deadline sooner than that pay for the
+// goroutine.
 func (s *Session) writeBounded(st *Stream, buf *[]byte, b []byte) error {
 	w := &s.w
 	write := func() error {
@@ -349,14 +358,21 @@ func (s *Session) writeBounded(st *Stream, buf *[]byte, b []byte) error {
 
 // writeLocked writes b to the connection; the caller holds sem. A failure is sticky and
 // closes the session.
-func (s *Session) writeLocked(b []byte) error {
+func (s *Session) writeLocked(b []byte) error { return s.writeLockedBy(b, time.Time{}) }
+
+// writeLockedBy is writeLocked with the connection's deadline no later than by, if by is
+// not zero.
+func (s *Session) writeLockedBy(b []byte, by time.Time) error {
 	w := &s.w
 	if w.err != nil {
 		return w.err
 	}
 	// Extending the deadline costs a timer update: do it once per half timeout.
-	if now := time.Now(); now.Add(s.cfg.ConnectionWriteTimeout / 2).After(w.deadline) {
+	if now := time.Now(); now.Add(s.cfg.ConnectionWriteTimeout/2).After(w.deadline) || !by.IsZero() && by.Before(w.deadline) {
 		w.deadline = now.Add(s.cfg.ConnectionWriteTimeout)
+		if !by.IsZero() && by.Before(w.deadline) {
+			w.deadline = by
+		}
 		if err := s.conn.SetWriteDeadline(w.deadline); err != nil {
 			w.err = err
 		}
