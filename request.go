@@ -111,6 +111,10 @@ func (s *Session) Request(ctx context.Context, name string, req []byte) ([]byte,
 	_ = st.SetDeadline(dl)
 	reply, err := exchange(st, req, s.svc.cfg.MaxMessageSize)
 	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && !time.Now().Before(dl) {
+			<-ctx.Done() // the stream's deadline is ctx's: ctx ends with it, if not already
+		}
 		if ctx.Err() != nil {
 			resetStream(st)
 			return nil, fmt.Errorf("tendril: request %s: %w", name, ctx.Err())
