@@ -133,7 +133,7 @@ func Subnet(ip netip.Addr) netip.Prefix {
 }
 
 // Ledger is the count of what a Service admitted. It is not safe for concurrent use: its
-// caller serialises every call (the Service's lock).
+// caller serialises every call (the Service's lock), Victims excepted.
 type Ledger struct {
 	lim Limits
 

@@ -23,7 +23,7 @@ import (
 )
 
 // MaxRateBuckets bounds the subnets whose handshake rate the ledger remembers at once
-// (about 100 KiB).
+// (a full book is 91 KiB of heap).
 const MaxRateBuckets = 1024
 
 // rateBook is the handshake rate of every subnet that started a handshake lately.

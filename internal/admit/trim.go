@@ -33,7 +33,9 @@ type Candidate struct {
 // Victims returns the indices in cands of the sessions a trim at now closes: up to need
 // of them, oldest first, never one still in its grace period, a busy one, or one that
 // protected (asked only of sessions that would otherwise be picked, in that order)
-// keeps. cands is not reordered.
+// keeps. cands is not reordered. Victims reads only the ledger's limits, which never
+// change, so it may run without the caller's lock (the caller asks the application's
+// Protect meanwhile).
 func (l *Ledger) Victims(now time.Time, cands []Candidate, need int, protected func(i int) bool) []int {
 	order := make([]int, len(cands))
 	for i := range order {
