@@ -20,13 +20,17 @@ func TestRateBucket(t *testing.T) {
 	if r.take(at(249*time.Millisecond), p) {
 		t.Fatal("a token before its interval")
 	}
-	if !r.take(at(250*time.Millisecond), p) || r.take(at(250*time.Millisecond), p) {
-		t.Fatal("not exactly one token after one interval")
+	for i, want := range []bool{true, false} {
+		if got := r.take(at(250*time.Millisecond), p); got != want {
+			t.Fatalf("take %d after one interval: %v, want %v", i, got, want)
+		}
 	}
 	// Left alone for burst intervals, it is full again (both tokens), and once full the
 	// sweep drops it.
-	if !r.take(at(750*time.Millisecond), p) || !r.take(at(750*time.Millisecond), p) || r.take(at(750*time.Millisecond), p) {
-		t.Fatal("not full after burst intervals")
+	for i, want := range []bool{true, true, false} {
+		if got := r.take(at(750*time.Millisecond), p); got != want {
+			t.Fatalf("take %d after burst intervals: %v, want %v", i, got, want)
+		}
 	}
 	other := Subnet(v4(9, 9, 9))
 	r.take(at(10*time.Second), other) // the sweep runs on the next take after span
