@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,10 +55,6 @@ func floodConfig() Config {
 func floodGoodDial(addr Addr, src netip.Addr, pause, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	key, err := secio.GenerateKey()
-	if err != nil {
-		return err
-	}
 	_, hp, err := addr.hostPort()
 	if err != nil {
 		return err
@@ -68,7 +65,18 @@ func floodGoodDial(addr Addr, src netip.Addr, pause, timeout time.Duration) erro
 		return fmt.Errorf("connect: %w", err)
 	}
 	time.Sleep(pause)
-	sc, err := secio.Client(ctx, raw, &secio.Config{PrivateKey: key, ExpectedPeer: addr.Peer, MaxFrameSize: mux.MaxFrameSize(nil)})
+	return floodGoodExchange(ctx, raw, addr.Peer)
+}
+
+// floodGoodExchange is a good peer's part on a connection to peer: the secio handshake, a
+// mux, the echo protocol negotiated, and one 64-byte round trip, within ctx. It closes raw.
+func floodGoodExchange(ctx context.Context, raw net.Conn, peer secio.PeerID) error {
+	key, err := secio.GenerateKey()
+	if err != nil {
+		raw.Close()
+		return err
+	}
+	sc, err := secio.Client(ctx, raw, &secio.Config{PrivateKey: key, ExpectedPeer: peer, MaxFrameSize: mux.MaxFrameSize(nil)})
 	if err != nil {
 		return err
 	}
@@ -464,6 +472,116 @@ func TestAdmissionReplayedHellos(t *testing.T) {
 			good:   netip.MustParseAddr("2001:db8:2::100"),
 		}, ns.spawn)
 	})
+}
+
+// burstListener hands out the connections queued in it at once, then waits: a listener
+// whose backlog held a burst, which the accept loop drains faster than the handshakes it
+// starts can read.
+type burstListener struct {
+	conns   chan net.Conn
+	addr    net.Addr
+	drained chan struct{} // closed when Accept finds the queue empty
+	closed  chan struct{}
+	once    [2]sync.Once
+}
+
+func (l *burstListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	default:
+	}
+	l.once[0].Do(func() { close(l.drained) })
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *burstListener) Close() error {
+	l.once[1].Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *burstListener) Addr() net.Addr { return l.addr }
+
+// TestAdmissionAcceptBurst: a dialer whose first message has arrived, accepted just before
+// 100 silent sockets of its own /24 in one burst (a backlog drained with a single P, so
+// that no handshake reads before the accept loop is done), keeps its slot and completes:
+// the accept loop saw its message, so it had spoken from the start, and the evictions the
+// burst makes all fall on silent sockets. Without that look it is the first evicted.
+func TestAdmissionAcceptBurst(t *testing.T) {
+	checkNoLeaks(t)
+	srv := newService(t, floodConfig())
+	log := collectEvents(srv)
+	real, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	dialFrom := func(ip netip.Addr) (client, server net.Conn) {
+		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, 0))}
+		c, err := d.Dial("tcp", real.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := real.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, s
+	}
+	helloLen := len(capturedHello(t)) // the good dialer's, with the same defaults
+	bl := &burstListener{conns: make(chan net.Conn, 101), addr: real.Addr(), drained: make(chan struct{}), closed: make(chan struct{})}
+	goodClient, goodServer := dialFrom(netip.AddrFrom4([4]byte{127, 0, 6, 1}))
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- floodGoodExchange(ctx, goodClient, srv.ID())
+	}()
+	// Its ClientHello is in the server end's receive queue before the accept loop sees it.
+	if !eventually(5*time.Second, time.Millisecond, nil, func() bool { return receiveQueue(goodServer) >= helloLen }) {
+		t.Fatal("the good dialer's first message never arrived")
+	}
+	bl.conns <- goodServer
+	var silent []net.Conn
+	for i := range 100 {
+		c, s := dialFrom(netip.AddrFrom4([4]byte{127, 0, 6, byte(2 + i)}))
+		silent = append(silent, c)
+		bl.conns <- s
+	}
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	l := &listener{ln: bl, addr: addrFromNet(bl.Addr(), srv.ID())}
+	srv.mu.Lock()
+	srv.listeners[l] = struct{}{}
+	srv.wg.Add(1)
+	srv.mu.Unlock()
+	prev := runtime.GOMAXPROCS(1)
+	restore := sync.OnceFunc(func() { runtime.GOMAXPROCS(prev) })
+	defer restore()
+	go srv.acceptLoop(l)
+	<-bl.drained
+	restore()
+	if err := <-done; err != nil {
+		t.Fatalf("the dialer that had spoken lost its slot to the burst: %v", err)
+	}
+	// 100 silent sockets after the dialer, 16 slots for their /24: 85 evictions (84 if the
+	// dialer's handshake ended before the burst did, freeing its slot).
+	log.waitCount(t, "evictions", 84, isHandshakeFailure(ErrHandshakeEvicted))
+}
+
+// receiveQueue returns how many bytes c has received and not yet read.
+func receiveQueue(c net.Conn) int {
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return -1
+	}
+	n := -1
+	_ = rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n
 }
 
 // netns is a network namespace of the test's own: loopback up, the given IPv6 prefixes
