@@ -254,8 +254,8 @@ func newAdmission(cfg Admission, handshakeTimeout time.Duration) admission {
 	return admission{cfg: cfg, ledger: admit.New(ledgerLimits(cfg, handshakeTimeout))}
 }
 
-// ledgerLimits are the ledger's limits from a resolved Admission: -1 (none) becomes the
-// ledger's "zero or less".
+// ledgerLimits are the ledger's limits from a resolved Admission (whose -1, none, is the
+// ledger's "zero or less") and the eviction age of a handshake that has spoken.
 func ledgerLimits(a Admission, handshakeTimeout time.Duration) admit.Limits {
 	return admit.Limits{
 		MaxHandshakes:          a.MaxHandshakes,
