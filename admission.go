@@ -6,9 +6,14 @@ package tendril
 // (bans by address before the handshake, by peer ID after it), so that no stranger can lock
 // a node out:
 //
-//   - handshakes in progress have their own small budget, with a per-IP cap, and when it is
-//     full a new connection aborts the oldest handshake: silent or trickling sockets hold a
-//     slot only until newer connections need it, never the session budgets;
+//   - handshakes in progress have their own small budget, capped per IP and per subnet; a
+//     handshake is silent until its first message has arrived in full, and a newcomer that
+//     finds no room takes the slot of the oldest silent one (in its subnet, if that is what
+//     is full), whatever its age: sockets that never speak hold a slot only until someone
+//     needs it, never the session budgets;
+//   - each subnet may start only so many handshakes per second (counted when the first
+//     message arrives), which bounds the key exchanges and signatures it can make the node
+//     compute;
 //   - inbound and outbound sessions have separate budgets, so inbound load never blocks
 //     dialling out;
 //   - inbound sessions are capped per IP and per subnet (/24 for IPv4, /64 for IPv6), except
@@ -16,6 +21,10 @@ package tendril
 //   - when inbound sessions reach the high watermark, those with no protocol open are closed,
 //     oldest first, down to the low watermark (the application can protect sessions), and an
 //     inbound session that never opens a protocol is closed after IdleTimeout.
+//
+// The arithmetic (counts, slots, eviction, rates, trim victims, idle checks) is
+// internal/admit's Ledger; this file and trim.go are its glue: the Service's lock around
+// it, the contexts of handshakes it evicts, the sessions it closes, the events.
 //
 // Every refusal is an event at the node (EventLimitReached or EventGated, rate-limited per
 // address) and a typed error (*LimitError, ErrGated). The wire has no place for a reason
@@ -25,24 +34,29 @@ package tendril
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"time"
 
+	"github.com/tendril-p2p/tendril/internal/admit"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
 // Defaults of Admission.
 const (
-	DefaultMaxHandshakes       = 64
-	DefaultMaxHandshakesPerIP  = 4
-	DefaultMaxInboundPerIP     = 8
-	DefaultMaxInboundPerSubnet = 32
-	DefaultIdleTimeout         = 30 * time.Second
-	DefaultGracePeriod         = time.Second
-	DefaultHandlerExitTimeout  = 5 * time.Second
+	DefaultMaxHandshakes          = 64
+	DefaultMaxHandshakesPerIP     = 4
+	DefaultMaxHandshakesPerSubnet = 16
+	DefaultHandshakeRate          = 8
+	DefaultHandshakeBurst         = 32
+	DefaultMaxInboundPerIP        = 8
+	DefaultMaxInboundPerSubnet    = 32
+	DefaultIdleTimeout            = 30 * time.Second
+	DefaultGracePeriod            = time.Second
+	DefaultHandlerExitTimeout     = 5 * time.Second
 )
 
 // Admission configures which connections a Service accepts and which inbound sessions it
@@ -50,16 +64,39 @@ const (
 // it bounds (where noted).
 type Admission struct {
 	// MaxHandshakes bounds inbound handshakes in progress. Default DefaultMaxHandshakes.
-	// When all are taken, a new connection aborts the oldest one if it has run for a
-	// second (or a quarter of HandshakeTimeout, if shorter; it fails with
-	// ErrHandshakeEvicted): a handshake takes a few round trips, so a socket that has held
-	// its slot longest is the likeliest to be stalling. If none is that old, the new
-	// connection is reset.
+	// A handshake is silent until the dialer's first message (its ClientHello) has arrived
+	// in full, which a dialer sends at once: the Service looks, without reading, when it
+	// accepts the connection, and counts the bytes its handshake reads after that. When
+	// all slots are taken, a new connection aborts the oldest silent handshake, whatever
+	// its age (it fails with ErrHandshakeEvicted): a socket that has said nothing costs its
+	// holder nothing, so it keeps its slot only until someone needs it. If none is silent,
+	// the new connection aborts the oldest handshake if that has run for a second (or a
+	// quarter of HandshakeTimeout, if shorter): a handshake takes a few round trips, so the
+	// one that has held its slot longest is the likeliest to be stalling. Otherwise the
+	// new connection is reset.
 	MaxHandshakes int
 	// MaxHandshakesPerIP bounds inbound handshakes in progress from one IP address (exempt:
 	// Unlimited). Beyond it connections from that address are reset at once. Default
 	// DefaultMaxHandshakesPerIP.
 	MaxHandshakesPerIP int
+	// MaxHandshakesPerSubnet bounds inbound handshakes in progress from one /24 (IPv4) or
+	// /64 (IPv6), so that one network's sockets never hold more than this share of
+	// MaxHandshakes (exempt: Unlimited). A connection from a subnet at the cap aborts that
+	// subnet's oldest silent handshake (ErrHandshakeEvicted), or is reset if none is
+	// silent. Default DefaultMaxHandshakesPerSubnet; -1: no cap.
+	MaxHandshakesPerSubnet int
+	// HandshakeRate bounds how many handshakes per second one /24 (IPv4) or /64 (IPv6) may
+	// start, with HandshakeBurst at once (a token bucket per subnet; exempt: Unlimited). A
+	// handshake starts, and is counted, when the dialer's first message has arrived in
+	// full: that is when the listener would begin its key exchange and signature (about
+	// 380 us for the default hybrid exchange), which this bounds; silent sockets are not
+	// counted, so they cannot use up their neighbours' rate. Beyond it the connection is
+	// reset (or its handshake aborted) before that work, with a *LimitError in an
+	// EventLimitReached. The Service remembers the rates of at most 1,024 subnets at once;
+	// docs/RELIABILITY.md says why these defaults. Defaults DefaultHandshakeRate (per
+	// second) and DefaultHandshakeBurst; HandshakeRate -1: no limit.
+	HandshakeRate  int
+	HandshakeBurst int
 
 	// MaxInbound bounds inbound sessions. Default: Config.MaxConnections minus MaxOutbound
 	// (at least 1).
@@ -75,8 +112,8 @@ type Admission struct {
 	MaxInboundPerIP     int
 	MaxInboundPerSubnet int
 	// Unlimited lists networks exempt from the per-IP and per-subnet caps (handshakes and
-	// sessions), as go-libp2p exempts loopback. Nil: 127.0.0.0/8 and ::1/128. An empty
-	// non-nil slice exempts nothing.
+	// sessions) and from HandshakeRate, as go-libp2p exempts loopback. Nil: 127.0.0.0/8
+	// and ::1/128. An empty non-nil slice exempts nothing.
 	Unlimited []netip.Prefix
 
 	// HighWater and LowWater are the watermarks of inbound sessions: when a new inbound
@@ -142,6 +179,9 @@ func (a *Admission) validate() error {
 	}{
 		{"MaxHandshakes", a.MaxHandshakes, false},
 		{"MaxHandshakesPerIP", a.MaxHandshakesPerIP, false},
+		{"MaxHandshakesPerSubnet", a.MaxHandshakesPerSubnet, true},
+		{"HandshakeRate", a.HandshakeRate, true},
+		{"HandshakeBurst", a.HandshakeBurst, false},
 		{"MaxInbound", a.MaxInbound, false},
 		{"MaxOutbound", a.MaxOutbound, false},
 		{"MaxInboundPerIP", a.MaxInboundPerIP, true},
@@ -172,6 +212,9 @@ func (a *Admission) validate() error {
 func (a Admission) withDefaults(maxConns int) (Admission, error) {
 	a.MaxHandshakes = cmp.Or(a.MaxHandshakes, DefaultMaxHandshakes)
 	a.MaxHandshakesPerIP = cmp.Or(a.MaxHandshakesPerIP, DefaultMaxHandshakesPerIP)
+	a.MaxHandshakesPerSubnet = cmp.Or(a.MaxHandshakesPerSubnet, DefaultMaxHandshakesPerSubnet)
+	a.HandshakeRate = cmp.Or(a.HandshakeRate, DefaultHandshakeRate)
+	a.HandshakeBurst = cmp.Or(a.HandshakeBurst, DefaultHandshakeBurst)
 	a.MaxOutbound = cmp.Or(a.MaxOutbound, max(maxConns/4, 1))
 	a.MaxInbound = cmp.Or(a.MaxInbound, max(maxConns-a.MaxOutbound, 1))
 	a.MaxInboundPerIP = cmp.Or(a.MaxInboundPerIP, DefaultMaxInboundPerIP)
@@ -196,68 +239,57 @@ func (a Admission) withDefaults(maxConns int) (Admission, error) {
 	return a, nil
 }
 
-// admission is the Service's count of what it admitted. Guarded by Service.mu.
+// admission is the Service's admission state: the ledger, guarded by Service.mu, and the
+// timer of the idle checks.
 type admission struct {
-	cfg        Admission
-	evictAge   time.Duration        // how old a handshake must be to be evicted
-	inbound    int                  // inbound sessions
-	outbound   int                  // outbound sessions and dials in progress
-	handshakes []*handshake         // inbound handshakes in progress, oldest first
-	hsPerIP    map[netip.Addr]int   // inbound handshakes by IP (limited addresses only)
-	perIP      map[netip.Addr]int   // inbound sessions by IP (limited addresses only)
-	perSubnet  map[netip.Prefix]int // inbound sessions by /24 or /64 (limited addresses only)
-	trimming   bool                 // a trim is running: others leave it the work
+	cfg    Admission
+	ledger *admit.Ledger
 
-	// Inbound sessions in the order they were registered, with the time the idle timeout
-	// checks them: IdleTimeout is the same for all, so the queue is sorted, and one timer
-	// for the Service (armed for its head) replaces a timer per session.
-	idleQ     []idleCheck
+	// One timer for the Service runs the idle checks (trim.go), armed for the ledger's
+	// next one: IdleTimeout is the same for all, so a timer per session is not needed.
 	idleTimer *time.Timer
-	idleArmed bool
-}
-
-type idleCheck struct {
-	id uint64 // the session's ID: a closed session is not kept alive by the queue
-	at time.Time
 }
 
 func newAdmission(cfg Admission, handshakeTimeout time.Duration) admission {
-	return admission{
-		cfg:       cfg,
-		evictAge:  min(time.Second, handshakeTimeout/4),
-		hsPerIP:   make(map[netip.Addr]int),
-		perIP:     make(map[netip.Addr]int),
-		perSubnet: make(map[netip.Prefix]int),
+	return admission{cfg: cfg, ledger: admit.New(ledgerLimits(cfg, handshakeTimeout))}
+}
+
+// ledgerLimits are the ledger's limits from a resolved Admission (whose -1, none, is the
+// ledger's "zero or less") and the eviction age of a handshake that has spoken.
+func ledgerLimits(a Admission, handshakeTimeout time.Duration) admit.Limits {
+	return admit.Limits{
+		MaxHandshakes:          a.MaxHandshakes,
+		MaxHandshakesPerIP:     a.MaxHandshakesPerIP,
+		MaxHandshakesPerSubnet: a.MaxHandshakesPerSubnet,
+		EvictAge:               min(time.Second, handshakeTimeout/4),
+		HandshakeRate:          a.HandshakeRate,
+		HandshakeBurst:         a.HandshakeBurst,
+		MaxInbound:             a.MaxInbound,
+		MaxOutbound:            a.MaxOutbound,
+		MaxInboundPerIP:        a.MaxInboundPerIP,
+		MaxInboundPerSubnet:    a.MaxInboundPerSubnet,
+		Unlimited:              a.Unlimited,
+		HighWater:              a.HighWater,
+		LowWater:               a.LowWater,
+		GracePeriod:            a.GracePeriod,
+		IdleTimeout:            a.IdleTimeout,
 	}
 }
 
-// handshake is an inbound handshake in progress.
-type handshake struct {
-	cancel context.CancelCauseFunc
-	start  time.Time
+// limitError is the typed error of a refusal by the ledger.
+func (a *admission) limitError(k admit.Limit) error {
+	return &LimitError{Limit: k.String(), Max: a.ledger.Limits().Max(k)}
 }
 
 // admitted is what admission counted for one connection, released exactly once: by
 // setup if no session comes of it, by unregister otherwise.
 type admitted struct {
-	remote  netip.AddrPort // unmapped
-	hs      *handshake     // inbound: the handshake slot, until the handshake ends
-	dir     Direction
-	limited bool // the IP is subject to the per-IP caps (not in Unlimited)
-	counted bool // counted in inbound/outbound (and, if limited, per IP and subnet)
+	remote netip.AddrPort // unmapped
+	dir    Direction
+	t      admit.Ticket
 }
 
 func (ad *admitted) ip() netip.Addr { return ad.remote.Addr() }
-
-// subnet is the network an IP's per-subnet cap counts: its /24 (IPv4) or /64 (IPv6).
-func subnet(ip netip.Addr) netip.Prefix {
-	bits := 64
-	if ip.Is4() {
-		bits = 24
-	}
-	p, _ := ip.Prefix(bits)
-	return p
-}
 
 // remoteAddrPort returns a connection's remote address, unmapped (zero if it is not IP).
 func remoteAddrPort(c net.Conn) netip.AddrPort {
@@ -268,66 +300,29 @@ func remoteAddrPort(c net.Conn) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-func (a *admission) isLimited(ip netip.Addr) bool {
-	if !ip.IsValid() {
-		return false
-	}
-	for _, p := range a.cfg.Unlimited {
-		if p.Contains(ip) {
-			return false
-		}
-	}
-	return true
-}
-
-// sessionCapLocked reports the per-IP or per-subnet cap an inbound session from ip would
-// exceed, if any.
-func (a *admission) sessionCapLocked(ip netip.Addr) error {
-	if n := a.cfg.MaxInboundPerIP; n > 0 && a.perIP[ip] >= n {
-		return &LimitError{Limit: "inbound sessions per IP", Max: n}
-	}
-	if n := a.cfg.MaxInboundPerSubnet; n > 0 && a.perSubnet[subnet(ip)] >= n {
-		return &LimitError{Limit: "inbound sessions per subnet", Max: n}
-	}
-	return nil
-}
-
 // admitInbound takes a handshake slot for a connection just accepted from remote, or says
-// which limit refuses it. The handshake's context is ctx (the caller derives it from the
+// which limit refuses it; spoke says that the dialer's first message has already arrived
+// (firstMessageIn). The handshake's context is ctx (the caller derives it from the
 // Service's); evicting it cancels it with ErrHandshakeEvicted.
-func (s *Service) admitInbound(ctx context.Context, remote netip.AddrPort) (context.Context, admitted, error) {
+func (s *Service) admitInbound(ctx context.Context, remote netip.AddrPort, spoke bool) (context.Context, admitted, error) {
 	ad := admitted{dir: Inbound, remote: remote}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := &s.adm
 	if s.closed {
 		return nil, ad, ErrServiceClosed
 	}
-	ad.limited = a.isLimited(ad.ip())
-	if ad.limited {
-		if err := a.sessionCapLocked(ad.ip()); err != nil {
-			return nil, ad, err
-		}
-		if n := a.cfg.MaxHandshakesPerIP; a.hsPerIP[ad.ip()] >= n {
-			return nil, ad, &LimitError{Limit: "handshakes per IP", Max: n}
-		}
+	t, evicted, k := s.adm.ledger.AdmitInbound(time.Now(), remote.Addr(), spoke)
+	if k != admit.None {
+		return nil, ad, s.adm.limitError(k)
 	}
-	now := time.Now()
-	if len(a.handshakes) >= a.cfg.MaxHandshakes {
-		oldest := a.handshakes[0]
-		if now.Sub(oldest.start) < a.evictAge {
-			return nil, ad, &LimitError{Limit: "handshakes in progress", Max: a.cfg.MaxHandshakes}
-		}
-		// Its setup releases the rest of its count when the handshake fails.
-		a.handshakes = a.handshakes[1:]
-		oldest.cancel(ErrHandshakeEvicted)
+	if evicted != nil {
+		// Its setup gives back its ticket when the handshake fails; the ledger has
+		// already freed its slot.
+		evicted.Cancel(ErrHandshakeEvicted)
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
-	ad.hs = &handshake{cancel: cancel, start: now}
-	a.handshakes = append(a.handshakes, ad.hs)
-	if ad.limited {
-		a.hsPerIP[ad.ip()]++
-	}
+	t.Handshake().Cancel = cancel
+	ad.t = t
 	return hctx, ad, nil
 }
 
@@ -338,53 +333,20 @@ func (s *Service) admitOutbound() (admitted, error) {
 	if s.closed {
 		return admitted{}, ErrServiceClosed
 	}
-	if n := s.adm.cfg.MaxOutbound; s.adm.outbound >= n {
-		return admitted{}, &LimitError{Limit: "outbound sessions", Max: n}
+	t, k := s.adm.ledger.AdmitOutbound()
+	if k != admit.None {
+		return admitted{}, s.adm.limitError(k)
 	}
-	s.adm.outbound++
-	return admitted{dir: Outbound, counted: true}, nil
+	return admitted{dir: Outbound, t: t}, nil
 }
 
-// endHandshakeLocked gives back an inbound handshake slot (once).
-func (s *Service) endHandshakeLocked(ad *admitted) {
-	if ad.hs == nil {
-		return
-	}
-	a := &s.adm
-	if i := slices.Index(a.handshakes, ad.hs); i >= 0 {
-		a.handshakes = slices.Delete(a.handshakes, i, i+1)
-	}
-	ad.hs.cancel(nil)
-	ad.hs = nil
-	if ad.limited {
-		if a.hsPerIP[ad.ip()]--; a.hsPerIP[ad.ip()] <= 0 {
-			delete(a.hsPerIP, ad.ip())
-		}
-	}
-}
-
-// releaseLocked gives back everything ad holds.
+// releaseLocked gives back everything ad holds, and cancels its handshake's context if
+// the handshake was still running.
 func (s *Service) releaseLocked(ad *admitted) {
-	s.endHandshakeLocked(ad)
-	if !ad.counted {
-		return
+	if h := ad.t.Handshake(); h != nil {
+		h.Cancel(nil)
 	}
-	ad.counted = false
-	a := &s.adm
-	if ad.dir == Outbound {
-		a.outbound--
-		return
-	}
-	a.inbound--
-	if ad.limited {
-		if a.perIP[ad.ip()]--; a.perIP[ad.ip()] <= 0 {
-			delete(a.perIP, ad.ip())
-		}
-		sn := subnet(ad.ip())
-		if a.perSubnet[sn]--; a.perSubnet[sn] <= 0 {
-			delete(a.perSubnet, sn)
-		}
-	}
+	s.adm.ledger.Release(&ad.t)
 }
 
 func (s *Service) release(ad *admitted) {
@@ -396,26 +358,106 @@ func (s *Service) release(ad *admitted) {
 // admitSessionLocked counts a handshaken inbound session (the handshake slot is given back)
 // or says which limit refuses it. Outbound sessions hold their slot since the dial.
 func (s *Service) admitSessionLocked(ad *admitted) error {
-	s.endHandshakeLocked(ad)
-	if ad.dir != Inbound || ad.counted {
-		return nil
+	if h := ad.t.Handshake(); h != nil {
+		h.Cancel(nil)
 	}
-	a := &s.adm
-	if ad.limited {
-		if err := a.sessionCapLocked(ad.ip()); err != nil {
-			return err
-		}
+	if k := s.adm.ledger.AdmitSession(&ad.t); k != admit.None {
+		return s.adm.limitError(k)
 	}
-	if n := a.cfg.MaxInbound; a.inbound >= n {
-		return &LimitError{Limit: "inbound sessions", Max: n}
-	}
-	a.inbound++
-	if ad.limited {
-		a.perIP[ad.ip()]++
-		a.perSubnet[subnet(ad.ip())]++
-	}
-	ad.counted = true
 	return nil
+}
+
+// watchHello returns the connection an inbound handshake reads: raw, watched until the
+// dialer's first message has arrived if it had not when the connection was accepted
+// (helloConn).
+func (s *Service) watchHello(raw net.Conn, ad *admitted) net.Conn {
+	h := ad.t.Handshake()
+	if h == nil || !h.Silent() {
+		return raw
+	}
+	return &helloConn{Conn: raw, w: &helloWatch{s: s, h: h}}
+}
+
+// heard tells the ledger that h's first message has arrived, and returns the limit error
+// that aborts the handshake, if the subnet's handshake rate refuses it.
+func (s *Service) heard(h *admit.Handshake) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k := s.adm.ledger.Heard(time.Now(), h); k != admit.None {
+		return s.adm.limitError(k)
+	}
+	return nil
+}
+
+// helloConn is an accepted connection whose dialer had not sent its whole first handshake
+// message when it was accepted, under its secio handshake: it counts the bytes read
+// until that message (a 4-byte big-endian length, then that many bytes: docs/secio.md,
+// section 2.1) has arrived in full. Then the ledger hears of it (Service.heard): the
+// handshake has spoken, and its subnet's handshake rate is charged; if the rate refuses
+// it, the Read that completed the message fails with the *LimitError instead of
+// returning it, so secio spends nothing on it. From then on Read costs a nil check; the
+// watch's state is dropped, and the connection stays under the secure connection for the
+// session's life as 24 bytes. Everything else (deadlines, Close, addresses) is the
+// embedded connection's; CloseWrite is passed on, for secio's half-close when it closes
+// the session.
+type helloConn struct {
+	net.Conn
+	w *helloWatch // nil once the first message has arrived
+}
+
+// helloWatch counts the first message's bytes. Only the handshake's goroutine uses it.
+type helloWatch struct {
+	s      *Service
+	h      *admit.Handshake
+	got    uint64 // bytes read so far
+	need   uint64 // the message's size with its length, once the length has arrived
+	prefix [4]byte
+}
+
+func (c *helloConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.w == nil || n == 0 || !c.w.complete(p[:n]) {
+		return n, err
+	}
+	return c.heard(n, err)
+}
+
+// heard ends the watch once the first message is in: the Read's result (n, err), or the
+// ledger's refusal.
+func (c *helloConn) heard(n int, err error) (int, error) {
+	w := c.w
+	c.w = nil
+	if lerr := w.s.heard(w.h); lerr != nil {
+		return 0, lerr
+	}
+	return n, err
+}
+
+// complete counts b, read from the connection, and reports whether the first message has
+// now arrived in full.
+func (w *helloWatch) complete(b []byte) bool {
+	for len(b) > 0 && w.got < uint64(len(w.prefix)) {
+		w.prefix[w.got] = b[0]
+		w.got++
+		b = b[1:]
+	}
+	if w.got < uint64(len(w.prefix)) {
+		return false
+	}
+	if w.need == 0 {
+		w.need = uint64(len(w.prefix)) + uint64(binary.BigEndian.Uint32(w.prefix[:]))
+	}
+	w.got += uint64(len(b))
+	return w.got >= w.need
+}
+
+// CloseWrite half-closes the connection if it can (secio's close waits for the peer's
+// after its close record).
+func (c *helloConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("tendril: %T cannot half-close", c.Conn)
 }
 
 // gatePeer asks the Gater about an authenticated peer.

@@ -3,6 +3,7 @@ package tendril
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tendril-p2p/tendril/internal/testutil"
 	"github.com/tendril-p2p/tendril/mux"
 	"github.com/tendril-p2p/tendril/secio"
 )
@@ -132,13 +134,23 @@ func TestAdmissionIdleSybils(t *testing.T) {
 }
 
 // TestAdmissionSilentSockets: sockets that never send a byte, or trickle a ClientHello one byte
-// every 500 ms, from one IP and from many, hold every handshake slot; a good peer still gets
-// in within 2 s (the oldest stalled handshake is evicted for it), and the node dials out.
+// every 500 ms, take all the handshake slots they may: from one IP its 4, from one /24 its
+// 16 (newcomers then take the slots of the subnet's oldest), from 80 /24s all 64 (newcomers
+// take the oldest's). A good peer from another /24 gets in within 2 s, and the node dials
+// out.
 func TestAdmissionSilentSockets(t *testing.T) {
+	spreads := []struct {
+		name  string
+		ip    func(i int) net.IP
+		holds int // handshake slots the sockets hold
+	}{
+		{"one-ip", func(int) net.IP { return net.IPv4(127, 0, 2, 1) }, DefaultMaxHandshakesPerIP},
+		{"one-subnet", func(i int) net.IP { return net.IPv4(127, 0, 2, byte(1+i)) }, DefaultMaxHandshakesPerSubnet},
+		{"many-subnets", func(i int) net.IP { return net.IPv4(127, 0, byte(10+i), 1) }, DefaultMaxHandshakes},
+	}
 	for _, trickle := range []bool{false, true} {
-		for _, spread := range []bool{false, true} {
-			name := map[bool]string{false: "silent", true: "trickle"}[trickle] + "-" + map[bool]string{false: "one-ip", true: "many-ips"}[spread]
-			t.Run(name, func(t *testing.T) {
+		for _, sp := range spreads {
+			t.Run(map[bool]string{false: "silent", true: "trickle"}[trickle]+"-"+sp.name, func(t *testing.T) {
 				checkNoLeaks(t)
 				box := newChecker()
 				srv := newService(t, admissionConfig(box))
@@ -148,7 +160,7 @@ func TestAdmissionSilentSockets(t *testing.T) {
 				var wg sync.WaitGroup
 				var conns []*net.TCPConn
 				for i := range DefaultMaxHandshakes + 16 {
-					c, err := dialFrom(addr, sybilIP(i, spread))
+					c, err := dialFrom(addr, sp.ip(i))
 					if err != nil {
 						continue
 					}
@@ -164,11 +176,13 @@ func TestAdmissionSilentSockets(t *testing.T) {
 					}
 					wg.Wait()
 				}()
-				// The stalled handshakes must be older than the eviction age (1 s) to
-				// give way.
-				time.Sleep(1200 * time.Millisecond)
+				waitUntil(t, "the sockets holding their slots", func() bool {
+					srv.mu.Lock()
+					defer srv.mu.Unlock()
+					return srv.adm.ledger.Handshakes() == sp.holds
+				})
 				goodPeerRoundTrip(t, srv, box, addr)
-				if spread {
+				if sp.name != "one-ip" {
 					log.waitFor(t, "evicted handshake", isHandshakeFailure(ErrHandshakeEvicted))
 				} else {
 					log.waitFor(t, "per-IP handshake refusal", func(e Event) bool {
@@ -355,6 +369,9 @@ func TestAdmissionConfigValidate(t *testing.T) {
 		{Admission: Admission{MaxInbound: 4, HighWater: 5}},
 		{Admission: Admission{IdleTimeout: -2}},
 		{Admission: Admission{Unlimited: []netip.Prefix{{}}}},
+		{Admission: Admission{MaxHandshakesPerSubnet: -2}},
+		{Admission: Admission{HandshakeRate: -2}},
+		{Admission: Admission{HandshakeBurst: -1}},
 		{HandlerExitTimeout: -1},
 	}
 	for i, c := range bad {
@@ -364,10 +381,85 @@ func TestAdmissionConfigValidate(t *testing.T) {
 	}
 	for _, c := range []Config{
 		{Admission: Admission{HighWater: -1, MaxInboundPerIP: -1, IdleTimeout: -1, GracePeriod: -1}},
+		{Admission: Admission{MaxHandshakesPerSubnet: -1, HandshakeRate: -1}},
 		{MaxConnections: 1},
 	} {
 		if _, err := New(c); err != nil {
 			t.Errorf("%+v: %v", c.Admission, err)
 		}
+	}
+}
+
+// TestHelloConn: the watch under an inbound handshake keeps it silent until the last byte
+// of the dialer's first message has been read through it, however the bytes arrive; then
+// the subnet's handshake rate is charged, and a refusal fails that Read with the
+// *LimitError. After that it passes reads through, and deadlines and CloseWrite reach the
+// socket.
+func TestHelloConn(t *testing.T) {
+	srv := newService(t, Config{Admission: Admission{Unlimited: []netip.Prefix{}, HandshakeRate: 1, HandshakeBurst: 1}})
+	silent := func(ad *admitted) bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return ad.t.Handshake().Silent()
+	}
+	watch := func(remote string) (net.Conn, net.Conn, *admitted) {
+		_, ad, err := srv.admitInbound(context.Background(), netip.MustParseAddrPort(remote), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dialer, accepted := testutil.TCPPair(t)
+		t.Cleanup(func() { dialer.Close(); accepted.Close() })
+		return dialer, srv.watchHello(accepted, &ad), &ad
+	}
+	msg := append([]byte{0, 0, 0, 6}, "hello!"...)
+	dialer, c, ad := watch("10.1.2.3:4000")
+	buf := make([]byte, 64)
+	for _, piece := range [][]byte{msg[:2], msg[2:5], msg[5:9]} { // up to one byte short
+		if _, err := dialer.Write(piece); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf[:len(piece)]); err != nil {
+			t.Fatal(err)
+		}
+		if !silent(ad) {
+			t.Fatalf("spoke after %d of %d bytes", len(piece), len(msg))
+		}
+	}
+	if _, err := dialer.Write(append(msg[9:], "and more"...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, buf[:1+len("and more")]); err != nil {
+		t.Fatal(err)
+	}
+	if silent(ad) {
+		t.Fatal("still silent once the whole first message was read")
+	}
+	if c.(*helloConn).w != nil {
+		t.Fatal("still watching after the first message")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	var ne net.Error
+	if _, err := c.Read(buf); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read past its deadline: %v", err)
+	}
+	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := dialer.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("after CloseWrite the dialer read %d, %v; want EOF", n, err)
+	}
+
+	// The subnet's one handshake is used: the next first message from it is refused.
+	dialer, c, ad = watch("10.1.2.4:4000")
+	if _, err := dialer.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.ReadFull(c, buf[:len(msg)])
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != "new handshakes per second per subnet" || n >= len(msg) {
+		t.Fatalf("a first message over the subnet's rate: read %d, %v", n, err)
+	}
+	if !silent(ad) {
+		t.Fatal("a refused handshake counts as spoken")
 	}
 }

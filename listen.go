@@ -74,6 +74,8 @@ func (s *Service) Addrs() []Addr {
 func (s *Service) acceptLoop(l *listener) {
 	defer s.wg.Done()
 	var delay time.Duration
+	// Where the loop looks, without reading, for a dialer's first handshake message.
+	peek := make([]byte, 4+secio.MaxHandshakeMessage)
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
@@ -101,7 +103,10 @@ func (s *Service) acceptLoop(l *listener) {
 			s.emitRepeat(Event{Type: EventGated, Addr: addrFromNet(c.RemoteAddr(), secio.PeerID{}), Direction: Inbound, Err: err}, remote.Addr())
 			continue
 		}
-		hctx, ad, err := s.admitInbound(s.ctx, remote)
+		// A dialer speaks first and at once: a connection whose first message has
+		// arrived by now has spoken, and no burst of silent newcomers evicts it.
+		spoke := !l.legacy && firstMessageIn(c, peek)
+		hctx, ad, err := s.admitInbound(s.ctx, remote, spoke)
 		if err != nil {
 			abortConn(c)
 			if errors.Is(err, ErrConnectionLimit) {

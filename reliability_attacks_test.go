@@ -19,8 +19,8 @@ import (
 // The attacks of issue 26 as a stranger would run them against a node with the default
 // limits (docs/RELIABILITY.md, "Strangers with identities"): every attacker completes a
 // handshake with an identity of its own, then sends what costs it nothing. Attackers come
-// from 127.0.1.0/24 and 127.0.2.0/24, good peers from 127.0.0.1, and loopback is not exempt
-// from the per-address caps.
+// from 127.0.1.0/24 and 127.0.2.0/24, subject to the per-address caps and handshake rates;
+// good peers from 127.0.0.1.
 
 // echoRawProto is a raw protocol that echoes what it reads, with a small buffer (io.Copy's
 // 32 KiB would be most of what an idle stream costs).
@@ -38,9 +38,12 @@ var echoRawProto = Protocol{Name: "/echo-raw", Versions: []string{"1"}, StreamHa
 		}
 	})}
 
-// victimConfig is the defaults, with echoRawProto and the per-address caps on loopback.
+// victimConfig is the defaults, with echoRawProto and the per-address caps and handshake
+// rates on loopback, except for the good peers' address (127.0.0.1), which stands for the
+// many networks good peers come from: they dial dozens of times a second here, above the
+// rate one /24 gets (Admission.HandshakeRate).
 func victimConfig() Config {
-	return Config{Protocols: []Protocol{echoRawProto}, Admission: Admission{Unlimited: []netip.Prefix{}}}
+	return Config{Protocols: []Protocol{echoRawProto}, Admission: Admission{Unlimited: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}
 }
 
 // attackerAddr is the loopback address of attacker i: eight to an address, 32 to a /24.

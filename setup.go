@@ -50,16 +50,24 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect s
 		if dir == Outbound {
 			sc, err = secio.Client(ctx, raw, &cfg)
 		} else {
-			sc, err = secio.Server(ctx, raw, &cfg)
+			// Admission hears when the dialer's first message has arrived (helloConn).
+			sc, err = secio.Server(ctx, s.watchHello(raw, &ad), &cfg)
 		}
 	}
 	if err != nil {
-		s.handshakes.failed(err)
 		s.release(&ad)
 		abortConn(raw)
 		typ := EventHandshakeFailed
-		if errors.Is(err, secio.ErrPeerIDMismatch) {
+		switch {
+		case errors.Is(err, ErrConnectionLimit):
+			// Refused by admission when its first message arrived (the subnet's
+			// handshake rate): a refusal, as at accept, not a failed handshake.
+			typ = EventLimitReached
+		case errors.Is(err, secio.ErrPeerIDMismatch):
 			typ = EventPeerIDMismatch
+		}
+		if typ != EventLimitReached {
+			s.handshakes.failed(err)
 		}
 		err = fmt.Errorf("tendril: handshake with %s: %w", remote.Transport, err)
 		if s.logs(slog.LevelDebug) {

@@ -1,30 +1,28 @@
 package tendril
 
 // Making room: trimming idle inbound sessions at the high watermark, and closing inbound
-// sessions that never open a protocol (Admission.IdleTimeout).
+// sessions that never open a protocol (Admission.IdleTimeout). The ledger (internal/admit)
+// decides which sessions and when; this is its glue.
 
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/admit"
 )
 
 // armIdleLocked queues a new inbound session for its idle check.
 func (s *Service) armIdleLocked(sess *Session) {
 	a := &s.adm
-	d := a.cfg.IdleTimeout
-	if d <= 0 || sess.dir != Inbound {
+	at, arm := a.ledger.QueueIdle(&sess.adm.t, sess.id, sess.opened)
+	if !arm {
 		return
 	}
-	a.idleQ = append(a.idleQ, idleCheck{id: sess.id, at: sess.opened.Add(d)})
-	if !a.idleArmed {
-		a.idleArmed = true
-		if a.idleTimer == nil {
-			a.idleTimer = time.AfterFunc(d, s.idleTick)
-		} else {
-			a.idleTimer.Reset(time.Until(a.idleQ[0].at))
-		}
+	if a.idleTimer == nil {
+		a.idleTimer = time.AfterFunc(time.Until(at), s.idleTick)
+	} else {
+		a.idleTimer.Reset(time.Until(at))
 	}
 }
 
@@ -35,17 +33,14 @@ func (s *Service) idleTick() {
 	var due []*Session
 	s.mu.Lock()
 	a := &s.adm
-	n := 0
-	for n < len(a.idleQ) && !a.idleQ[n].at.After(now) {
-		if sess := s.sessions[a.idleQ[n].id]; sess != nil {
+	ids, next, more := a.ledger.DueIdle(now)
+	for _, id := range ids {
+		if sess := s.sessions[id]; sess != nil {
 			due = append(due, sess)
 		}
-		n++
 	}
-	a.idleQ = append(a.idleQ[:0], a.idleQ[n:]...)
-	a.idleArmed = len(a.idleQ) > 0 && !s.closed
-	if a.idleArmed {
-		a.idleTimer.Reset(a.idleQ[0].at.Sub(now))
+	if more && !s.closed {
+		a.idleTimer.Reset(next.Sub(now))
 	}
 	s.mu.Unlock()
 	d := a.cfg.IdleTimeout
@@ -65,40 +60,37 @@ func (s *Service) idleTick() {
 func (s *Service) trim() {
 	s.mu.Lock()
 	a := &s.adm
-	if a.cfg.HighWater <= 0 || a.inbound < a.cfg.HighWater || a.trimming {
+	need := a.ledger.StartTrim()
+	if need <= 0 {
 		s.mu.Unlock()
 		return
 	}
-	a.trimming = true
-	need := a.inbound - a.cfg.LowWater
-	cands := make([]*Session, 0, len(s.sessions))
+	sessions := make([]*Session, 0, len(s.sessions))
 	for _, sess := range s.sessions {
-		if sess.dir == Inbound && sess.adm.counted {
-			cands = append(cands, sess)
+		if sess.dir == Inbound && sess.adm.t.Counted() {
+			sessions = append(sessions, sess)
 		}
 	}
 	s.mu.Unlock()
-	slices.SortFunc(cands, func(x, y *Session) int { return x.opened.Compare(y.opened) })
-	var victims []*Session
-	young := time.Now().Add(-a.cfg.GracePeriod)
-	for _, sess := range cands {
-		if len(victims) == need || sess.opened.After(young) {
-			break // the rest are younger still
-		}
-		if sess.hasProtocol() || (a.cfg.Protect != nil && a.cfg.Protect(sess)) {
-			continue
-		}
-		victims = append(victims, sess)
+	cands := make([]admit.Candidate, len(sessions))
+	for i, sess := range sessions {
+		cands[i] = admit.Candidate{Opened: sess.opened, Busy: sess.hasProtocol()}
 	}
+	var protected func(int) bool
+	if p := a.cfg.Protect; p != nil {
+		protected = func(i int) bool { return p(sessions[i]) }
+	}
+	victims := a.ledger.Victims(time.Now(), cands, need, protected)
 	s.mu.Lock()
-	a.trimming = false
+	a.ledger.EndTrim()
 	// Their slots are free from now on, not once their teardown has run: the newcomer
 	// that triggered the trim must not find them still counted.
-	for _, sess := range victims {
-		s.releaseLocked(&sess.adm)
+	for _, i := range victims {
+		s.releaseLocked(&sessions[i].adm)
 	}
 	s.mu.Unlock()
-	for _, sess := range victims {
+	for _, i := range victims {
+		sess := sessions[i]
 		if s.logs(slog.LevelDebug) {
 			s.log.Debug("session trimmed", "peer", sess.peer, "session", sess.id)
 		}
