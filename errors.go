@@ -41,7 +41,9 @@ var (
 	// within Admission.IdleTimeout.
 	ErrIdleSession = errors.New("tendril: session idle: no protocol opened")
 	// ErrHandshakeEvicted means a handshake in progress was aborted to make room for a newer
-	// connection: every handshake slot was taken, and this one was the oldest.
+	// connection: every handshake slot (or its subnet's share) was taken, and this one was
+	// the oldest of those whose first message had not arrived, or else the oldest that had
+	// run a second (see Admission.MaxHandshakes).
 	ErrHandshakeEvicted = errors.New("tendril: handshake evicted for a newer connection")
 	// ErrInsecureSession means a protocol without AllowLegacyTEA was asked of a legacy TEA
 	// session.
