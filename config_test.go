@@ -30,7 +30,8 @@ func TestConfigValidate(t *testing.T) {
 	bad := []Config{
 		{MaxConnections: -1},
 		{Protocols: []Protocol{{Name: "nope", Versions: []string{"1"}, Handler: HandlerFuncs{}}}},
-		{Protocols: []Protocol{{Name: "/x", Versions: []string{"1"}}}},
+		{Protocols: []Protocol{{Name: "/x", Versions: []string{"1"}, Handler: HandlerFuncs{}, RequestHandler: RequestHandlerFunc(nil)}}},
+		{Protocols: []Protocol{{Name: "/x", Versions: []string{"1"}, OpenOnConnect: true}}},
 		{Protocols: []Protocol{{Name: "/x", Versions: []string{"1"}, Handler: HandlerFuncs{}}, {Name: "/x", Versions: []string{"1"}, Handler: HandlerFuncs{}}}},
 		{SendQueueBytes: 10, MaxMessageSize: 100},
 		{LegacyTEA: &LegacyTEAConfig{Key: []byte("short")}},
