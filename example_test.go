@@ -2,6 +2,7 @@ package tendril_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 
@@ -110,4 +111,55 @@ func ExampleService_Stats() {
 	// Output:
 	// session: 1 message(s) sent, 1 received, 1 stream(s) opened, 1 open, bytes both ways: true
 	// client: 1 outbound session(s) open, 1 in all, 1 handshake(s) completed, 0 failed
+}
+
+// A key-value lookup over request/response: the server answers each request with a
+// RequestHandler, and the client, which only requests, registers the protocol with no handler.
+func ExampleSession_Request() {
+	ctx := context.Background()
+	capitals := map[string]string{"France": "Paris", "Japan": "Tokyo"}
+	lookup := tendril.RequestHandlerFunc(func(_ *tendril.Context, req []byte) ([]byte, error) {
+		city, ok := capitals[string(req)]
+		if !ok {
+			return nil, fmt.Errorf("no capital known for %q", req)
+		}
+		return []byte(city), nil
+	})
+	server, err := tendril.New(tendril.Config{
+		Protocols: []tendril.Protocol{{Name: "/capital", Versions: []string{"1"}, RequestHandler: lookup}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer server.Close()
+	addr, err := server.Listen(ctx, tendril.MustParseAddr("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := tendril.New(tendril.Config{
+		Protocols: []tendril.Protocol{{Name: "/capital", Versions: []string{"1"}}}, // requests only
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	sess, err := client.Dial(ctx, addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, country := range []string{"Japan", "Atlantis"} {
+		reply, err := sess.Request(ctx, "/capital", []byte(country))
+		var failed *tendril.RequestError
+		switch {
+		case errors.As(err, &failed):
+			fmt.Println("refused:", failed.Reason)
+		case err != nil:
+			log.Fatal(err)
+		default:
+			fmt.Println(country, "->", string(reply))
+		}
+	}
+	// Output:
+	// Japan -> Tokyo
+	// refused: no capital known for "Atlantis"
 }

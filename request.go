@@ -147,11 +147,14 @@ func resetStream(st Stream) {
 	}
 }
 
-// exchange writes a request on st (one frame) and reads the reply. The end of the stream
-// follows with the Close after the reply: the acceptor reads one message and needs no end
-// to answer, so the request costs one frame.
+// exchange writes a request on st (a frame, then end-of-stream) and reads the reply.
 func exchange(st Stream, req []byte, maxMsg int) ([]byte, error) {
 	if _, err := st.Write(protocol.AppendFrame(make([]byte, 0, protocol.MessageHeaderSize+len(req)), req)); err != nil {
+		return nil, err
+	}
+	// The end goes out now rather than with the Close after the reply: the acceptor's
+	// handler, once it has replied, waits for it before it lets the stream go.
+	if err := st.CloseWrite(); err != nil {
 		return nil, err
 	}
 	var status [1]byte
