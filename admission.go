@@ -284,12 +284,13 @@ func (a *admission) limitError(k admit.Limit) error {
 // admitted is what admission counted for one connection, released exactly once: by
 // setup if no session comes of it, by unregister otherwise.
 type admitted struct {
-	remote netip.AddrPort // unmapped
-	dir    Direction
-	t      admit.Ticket
+	dir Direction
+	t   admit.Ticket
 }
 
-func (ad *admitted) ip() netip.Addr { return ad.remote.Addr() }
+// ip is the remote address an inbound connection was admitted for (zero for outbound ones,
+// which admission counts without an address).
+func (ad *admitted) ip() netip.Addr { return ad.t.Addr() }
 
 // remoteAddrPort returns a connection's remote address, unmapped (zero if it is not IP).
 func remoteAddrPort(c net.Conn) netip.AddrPort {
@@ -305,7 +306,7 @@ func remoteAddrPort(c net.Conn) netip.AddrPort {
 // (firstMessageIn). The handshake's context is ctx (the caller derives it from the
 // Service's); evicting it cancels it with ErrHandshakeEvicted.
 func (s *Service) admitInbound(ctx context.Context, remote netip.AddrPort, spoke bool) (context.Context, admitted, error) {
-	ad := admitted{dir: Inbound, remote: remote}
+	ad := admitted{dir: Inbound}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -466,7 +467,7 @@ func (s *Service) gatePeer(sess *Session) error {
 	if g == nil || !sess.secure {
 		return nil
 	}
-	if err := g.GatePeer(sess.dir, sess.peer, sess.adm.remote); err != nil {
+	if err := g.GatePeer(sess.dir, sess.peer, remoteAddrPort(sess.conn)); err != nil {
 		return fmt.Errorf("%w: peer %s: %w", ErrGated, sess.peer, err)
 	}
 	return nil

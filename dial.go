@@ -90,8 +90,7 @@ func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, e
 		s.emit(Event{Type: EventDialFailed, Addr: addr, Peer: addr.Peer, Direction: Outbound, Err: err})
 		return nil, err
 	}
-	ad.remote = remoteAddrPort(raw)
-	if err := s.gateAddr(Outbound, ad.remote); err != nil {
+	if err := s.gateAddr(Outbound, remoteAddrPort(raw)); err != nil {
 		s.release(&ad)
 		abortConn(raw)
 		err = fmt.Errorf("tendril: dial %s: %w", addr, err)

@@ -92,13 +92,11 @@ func (s *Session) Request(ctx context.Context, name string, req []byte) ([]byte,
 	}
 	// Beyond MaxRequests the request fails rather than waits: a handler making requests
 	// while the requests that called it hold every slot would wait for itself.
-	slots := s.requestSlots()
-	select {
-	case slots <- struct{}{}:
-	default:
-		return nil, fmt.Errorf("tendril: request %s: %w (%d in flight)", name, ErrTooManyRequests, cap(slots))
+	if n := s.requests.Add(1); int(n) > s.svc.cfg.MaxRequests {
+		s.requests.Add(-1)
+		return nil, fmt.Errorf("tendril: request %s: %w (%d in flight)", name, ErrTooManyRequests, s.svc.cfg.MaxRequests)
 	}
-	defer func() { <-slots }()
+	defer s.requests.Add(-1)
 	st, _, err := s.openStream(ctx, p)
 	if err != nil {
 		return nil, err
@@ -125,16 +123,6 @@ func (s *Session) Request(ctx context.Context, name string, req []byte) ([]byte,
 		return nil, fmt.Errorf("tendril: request %s: %w", name, err)
 	}
 	return reply, nil
-}
-
-// requestSlots returns the session's semaphore of requests in flight.
-func (s *Session) requestSlots() chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.requests == nil {
-		s.requests = make(chan struct{}, s.svc.cfg.MaxRequests)
-	}
-	return s.requests
 }
 
 // aLongTimeAgo is a deadline in the past: it wakes blocked reads and writes at once.

@@ -20,9 +20,9 @@ type Session struct {
 	id     uint64
 	peer   secio.PeerID
 	pub    *secio.PublicKey
-	dir    Direction
 	local  Addr
 	remote Addr
+	dir    Direction
 	secure bool
 	suite  aead.Suite
 	conn   *secio.Conn
@@ -47,14 +47,11 @@ type Session struct {
 	settled   chan struct{} // closed when closing and no stream is left to wait for (checkSettledLocked)
 	sendSpace queueSpace    // the send queue's bytes, all streams (sendqueue.go)
 
-	// requests holds a token per request in flight (Request), Config.MaxRequests at most;
-	// made by the first Request.
-	requests chan struct{}
-
-	wg    goroutineGroup // stream goroutines
-	calls atomic.Int32   // message handler calls in progress (Connected, Received, Disconnected)
-	done  chan struct{}
-	ready chan struct{} // closed when the OpenOnConnect protocols are open (or failed): start
+	wg       goroutineGroup // stream goroutines
+	calls    atomic.Int32   // message handler calls in progress (Connected, Received, Disconnected)
+	requests atomic.Int32   // requests in flight (Request), Config.MaxRequests at most
+	done     chan struct{}
+	ready    chan struct{} // closed when the OpenOnConnect protocols are open (or failed): start
 
 	adm admitted // what admission counted for the session (admission.go)
 
@@ -135,10 +132,10 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // streams that grew.
 func (s *Session) MemoryUsed() int64 { return s.mux.MemoryUsed() }
 
-// RTT returns the session's smoothed round-trip time: measured by a ping sent with its first
-// frames (known within about a round trip of the session's start, plus up to 500 µs the
-// peer may hold the answer to send it with other frames) and again by every keepalive.
-// It is 0 before the first measurement.
+// RTT returns the session's smoothed round-trip time: first the handshake's round trip (an
+// upper bound: it includes the peer's handshake computation, a few hundred microseconds),
+// then measured by every keepalive ping (the first replaces the handshake's estimate). It is known from the
+// session's start (0 only for legacy TEA sessions before their first ping).
 func (s *Session) RTT() time.Duration { return s.mux.RTT() }
 
 // Err returns why the session ended: nil while it is open or if it was closed locally;

@@ -94,6 +94,9 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect s
 		sc.Close()
 		return nil, fmt.Errorf("tendril: mux: %w", err)
 	}
+	// The handshake's round trip is the session's first RTT estimate (Session.RTT): it is
+	// known from the start, and costs the wire nothing.
+	ms.SeedRTT(sc.HandshakeRTT())
 	sess := newSession(s, sc, ms, dir, local, remote)
 	sess.rconn = rc
 	sess.adm = ad

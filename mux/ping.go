@@ -53,8 +53,8 @@ func (s *Session) onPong(id uint32) {
 	s.ping = nil
 	s.pmu.Unlock()
 	p.rtt = time.Since(p.sent)
-	if old := time.Duration(s.rtt.Load()); old == 0 {
-		s.rtt.Store(int64(p.rtt))
+	if old := time.Duration(s.rtt.Load()); old <= 0 {
+		s.rtt.Store(int64(p.rtt)) // the first measurement of the session's own replaces a seed
 	} else {
 		s.rtt.Store(int64(old*7/8 + p.rtt/8))
 	}
@@ -99,7 +99,23 @@ func (s *Session) abandonPing(p *pingState) {
 }
 
 // RTT returns the smoothed round-trip time measured by the session's pings, or 0 before
-// the first answer: a ping sent with the session's first frames measures it within about a
-// round trip of the start (the peer's answer may wait up to 500 µs to ride with a frame of
-// its own), and every Ping and keepalive measures again.
-func (s *Session) RTT() time.Duration { return time.Duration(s.rtt.Load()) }
+// the first measurement: the first stream that reads bulk data sends a ping with its window
+// update if no estimate is there yet (windows grow only with a round-trip time), and every
+// Ping and keepalive measures again. SeedRTT gives a first estimate from below.
+func (s *Session) RTT() time.Duration {
+	rtt := time.Duration(s.rtt.Load())
+	if rtt < 0 {
+		return -rtt // a seed
+	}
+	return rtt
+}
+
+// SeedRTT gives the session a first estimate of the round-trip time, measured below it (a
+// secure connection's handshake round trip, say: secio.Conn.HandshakeRTT), if it has none
+// yet; its first ping's measurement replaces it. It costs nothing on the wire, where a ping of the session's own
+// would cost a frame each way and a timer.
+func (s *Session) SeedRTT(d time.Duration) {
+	if d > 0 {
+		s.rtt.CompareAndSwap(0, -int64(d))
+	}
+}

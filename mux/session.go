@@ -34,7 +34,9 @@ type Session struct {
 	body body   // the body being read, by the holder of the turn (recv.go)
 	// useless meters the peer's useless frames (useless.go), by the holder of the turn.
 	useless uselessMeter
-	rtt     atomic.Int64 // smoothed round-trip time in ns; 0 until measured
+	// rtt is the smoothed round-trip time in ns; 0 until measured; negative while it is
+	// SeedRTT's estimate (its magnitude), which the first ping's measurement replaces.
+	rtt atomic.Int64
 
 	pmu     sync.Mutex
 	ping    *pingState // the ping in flight, if any
@@ -111,10 +113,6 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 		s.mu.Unlock()
 	}
 	s.startTurn()
-	// The round-trip time is measured from the start: a ping rides with the session's
-	// first frames (or leaves alone after lazyDelay), so that windows can grow from the
-	// first bulk read and RTT answers within a round trip of the session's start.
-	s.startPing(false)
 	return s, nil
 }
 

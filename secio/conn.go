@@ -64,6 +64,8 @@ type Conn struct {
 	suite     aead.Suite
 	kex       KeyExchange
 	secure    bool
+	// handshakeRTT is the handshake's round trip as this side measured it (HandshakeRTT).
+	handshakeRTT time.Duration
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -904,6 +906,12 @@ func (c *Conn) KeyExchange() KeyExchange { return c.kex }
 // write on the underlying connection): the smaller of the two sides'
 // Config.MaxFrameSize, or LegacyConfig.MaxFrameSize in legacy mode.
 func (c *Conn) MaxFrameSize() int { return c.out.maxLen }
+
+// HandshakeRTT returns the time from this side's last handshake flight to the peer's
+// answer to it: the round trip, plus the peer's handshake computation (a few hundred
+// microseconds: ML-KEM, the signature). It is a first estimate of the round-trip time for
+// the layers above, which measure it again as traffic flows. 0 for a legacy TEA Conn.
+func (c *Conn) HandshakeRTT() time.Duration { return c.handshakeRTT }
 
 // Secure reports whether the connection is authenticated and encrypted with
 // an AEAD (true for Client and Server, false for LegacyTEA).

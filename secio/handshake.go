@@ -206,6 +206,7 @@ func (hs *handshakeState) runDialer() error {
 	}
 	kex := hs.cfg.kexes[0]
 	for retried := false; ; retried = true {
+		sent := time.Now()
 		if err := hs.sendClientHello(kex); err != nil {
 			return err
 		}
@@ -213,6 +214,7 @@ func (hs *handshakeState) runDialer() error {
 		if err != nil {
 			return err
 		}
+		hs.c.handshakeRTT = time.Since(sent)
 		if retry == 0 {
 			break
 		}
@@ -560,9 +562,11 @@ func (hs *handshakeState) runListener(end time.Time) error {
 	if err := hs.sendServerHello(nil); err != nil {
 		return err
 	}
+	sent := time.Now()
 	if err := hs.readAuth("read dialer auth"); err != nil {
 		return err
 	}
+	hs.c.handshakeRTT = time.Since(sent)
 	return hs.finish()
 }
 

@@ -188,6 +188,9 @@ type Ticket struct {
 // Handshake returns the ticket's handshake slot, nil once the handshake has ended.
 func (t *Ticket) Handshake() *Handshake { return t.hs }
 
+// Addr returns the remote address the ticket was admitted for (zero for outbound tickets).
+func (t *Ticket) Addr() netip.Addr { return t.addr }
+
 // Counted reports whether the ticket holds a session slot.
 func (t *Ticket) Counted() bool { return t.counted }
 
