@@ -19,7 +19,9 @@ import (
 // Read blocked waiting for a record, holds nothing. A record whose bytes are
 // still arriving never holds more than 64 KiB beyond what has arrived of it:
 // a peer that sends only a length prefix claiming the largest record makes
-// the Conn hold 64 KiB, not the record's size. While the last 64 KiB of a
+// the Conn hold 64 KiB, not the record's size. (Once a record above 1 MiB
+// has wholly arrived, its buffer may exceed it by its size class's rounding,
+// less than a sixteenth of the record.) While the last 64 KiB of a
 // long record arrive, its earlier chunks are copied into one buffer for the
 // record, and for the length of that copy both are held (and charged).
 //
@@ -72,8 +74,11 @@ func (in *inHalf) give(b *[]byte) {
 // readAhead bytes, each borrowed when the one before is full, so that what
 // is committed grows with what arrives. Once the record's buffer is at most
 // readAhead beyond what has arrived, it copies the chunks into it and
-// returns, and fill reads the rest straight into it. A read that fails
-// (a deadline) leaves the chunks in place for the next call.
+// returns, and fill reads the rest straight into it. The buffer of a record
+// above 1 MiB may be rounded up by more than readAhead (classes are a
+// sixteenth apart there): it is borrowed once the whole record has arrived,
+// and commits at most that rounding. A read that fails (a deadline) leaves
+// the chunks in place for the next call.
 //
 // Growing one buffer as bytes arrive would copy what arrived at every step:
 // under a fixed bound beyond arrival the steps are linear, and the copies
@@ -86,7 +91,7 @@ func (in *inHalf) stage(conn net.Conn, n int) error {
 		in.pending = n
 	}
 	for {
-		if full-(in.stagedLen+in.w-in.r) <= readAhead {
+		if have := in.stagedLen + in.w - in.r; have == n || full-have <= readAhead {
 			return in.assemble(n)
 		}
 		if !in.staging || in.w == len(in.buf) {
