@@ -105,6 +105,12 @@ type inHalf struct {
 	pending   int
 	staged    []*[]byte
 	stagedLen int
+	// queue tells how many bytes wait in the socket, if it can (nil: it
+	// cannot): a long record that has arrived there takes its own buffer
+	// at once, without chunks (see socketQueue). copied counts the bytes
+	// copied out of chunks into records' buffers (tests read it).
+	queue  *socketQueue
+	copied int64
 	// reset is set when a read failed with a connection reset: the peer
 	// is gone, so Close sends no close record (the write could only fail,
 	// with EPIPE and a SIGPIPE to the process).
@@ -205,6 +211,7 @@ func putBuffer(b *[]byte) {
 func newConn(conn net.Conn) *Conn {
 	c := &Conn{conn: conn}
 	c.in.buf = c.in.small[:]
+	c.in.queue = newSocketQueue(conn)
 	return c
 }
 
@@ -215,8 +222,9 @@ func newConn(conn net.Conn) *Conn {
 // otherwise. The caller has checked n against its limit; in.plain is empty.
 //
 // A buffer borrowed for the bytes in hand never commits more than readAhead
-// beyond what has arrived: a longer record is read in chunks (stage) until
-// its buffer can be.
+// beyond what has arrived (buffered here or waiting in the socket, see
+// arrived): a longer record is read in chunks (stage) until its buffer can
+// be.
 func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 	if in.w-in.r >= n {
 		return nil
@@ -240,7 +248,7 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 		if !exact {
 			size = max(n, greedyBuffer)
 		}
-		if classSize(bufferClass(size))-(in.w-in.r) > readAhead {
+		if !in.arrived(classSize(bufferClass(size)), n) {
 			if err := in.stage(conn, n); err != nil {
 				return err
 			}

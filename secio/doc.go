@@ -44,7 +44,13 @@
 //
 // An idle Conn holds no buffer. A record's buffer never commits more than
 // 64 KiB beyond what has arrived of it, and every read buffer can be charged
-// to a [MemoryBudget] (Config.Memory).
+// to a [MemoryBudget] (Config.Memory). A longer record is received in 64 KiB
+// chunks and copied once into its buffer, unless it has already arrived in
+// the socket: where the Conn can ask the socket (TCP and Unix sockets on
+// Linux, macOS and the BSDs), it then takes its buffer at once and reads
+// straight into it. The socket is the net.Conn's own if it has a
+// SyscallConn method: a wrapper that returns the socket's bytes unchanged
+// should forward SyscallConn to keep this, and no other wrapper should.
 //
 // # Legacy TEA
 //

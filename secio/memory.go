@@ -19,9 +19,15 @@ import (
 // Read blocked waiting for a record, holds nothing. A record whose bytes are
 // still arriving never holds more than 64 KiB beyond what has arrived of it:
 // a peer that sends only a length prefix claiming the largest record makes
-// the Conn hold 64 KiB, not the record's size. While the last 64 KiB of a
-// long record arrive, its earlier chunks are copied into one buffer for the
-// record, and for the length of that copy both are held (and charged).
+// the Conn hold 64 KiB, not the record's size. (Once a record above 1 MiB
+// has wholly arrived, its buffer may exceed it by its size class's rounding,
+// less than a sixteenth of the record.) What has arrived includes the bytes
+// waiting in the socket where the Conn can ask it (TCP and Unix sockets on
+// Linux, macOS and the BSDs, reached through SyscallConn): a long record
+// that is there when its length prefix is read takes one buffer and is read
+// straight into it. Otherwise it is received in 64 KiB chunks; while its
+// last 64 KiB arrive, the chunks are copied into one buffer for the record,
+// and for the length of that copy both are held (and charged).
 //
 // When Reserve refuses, the Read (or the handshake) fails with an error
 // wrapping ErrMemoryBudget and the Conn is closed without a close record.
@@ -67,13 +73,39 @@ func (in *inHalf) give(b *[]byte) {
 	}
 }
 
+// arrived reports whether a buffer of full bytes for a pending record of n
+// bytes (in.buf[in.r:] starts it) commits at most readAhead beyond what has
+// arrived of the record, or the whole record has arrived (see stage). What
+// has arrived is what is buffered and, if that falls short, what waits in
+// the socket, counted up to the record's end: the socket is asked once per
+// long record, and only when a buffer would be borrowed for it.
+func (in *inHalf) arrived(full, n int) bool {
+	have := in.w - in.r
+	if have >= n || full-have <= readAhead {
+		return true
+	}
+	q, ok := in.queue.waiting()
+	if !ok {
+		return false
+	}
+	have = min(have+q, n)
+	return have == n || full-have <= readAhead
+}
+
 // stage receives the first part of a pending record of n bytes whose buffer
 // would commit more than readAhead beyond what has arrived: in chunks of
 // readAhead bytes, each borrowed when the one before is full, so that what
 // is committed grows with what arrives. Once the record's buffer is at most
 // readAhead beyond what has arrived, it copies the chunks into it and
-// returns, and fill reads the rest straight into it. A read that fails
-// (a deadline) leaves the chunks in place for the next call.
+// returns, and fill reads the rest straight into it. The buffer of a record
+// above 1 MiB may be rounded up by more than readAhead (classes are a
+// sixteenth apart there): it is borrowed once the whole record has arrived,
+// and commits at most that rounding. A read that fails (a deadline) leaves
+// the chunks in place for the next call.
+//
+// A record that is in the socket when its length prefix is read does not
+// come here (arrived): where the socket can tell, the chunks and their copy
+// are left to records whose bytes are still on their way.
 //
 // Growing one buffer as bytes arrive would copy what arrived at every step:
 // under a fixed bound beyond arrival the steps are linear, and the copies
@@ -86,7 +118,7 @@ func (in *inHalf) stage(conn net.Conn, n int) error {
 		in.pending = n
 	}
 	for {
-		if full-(in.stagedLen+in.w-in.r) <= readAhead {
+		if have := in.stagedLen + in.w - in.r; have == n || full-have <= readAhead {
 			return in.assemble(n)
 		}
 		if !in.staging || in.w == len(in.buf) {
@@ -142,6 +174,7 @@ func (in *inHalf) assemble(n int) error {
 		off += copy(dst[off:], *c)
 	}
 	off += copy(dst[off:], in.buf[in.r:in.w])
+	in.copied += int64(off)
 	in.unstage()
 	in.pooled, in.buf, in.r, in.w = b, dst, 0, off
 	return nil

@@ -496,3 +496,20 @@ func TestStagedRecordAfterTimeout(t *testing.T) {
 		holdsNoBuffer(t, sb)
 	}
 }
+
+// TestRecordsAboveOneMiB: a record whose buffer's size class rounds it up by
+// more than readAhead (sixteen classes per doubling: above 1 MiB, the step is
+// more than 64 KiB) is read intact once it has wholly arrived, over TCP each
+// way, and its buffers go back. Before, the chunks filled up to the record's
+// end and the reader asked the connection for nothing, which TCP answers
+// with nothing: io.ErrNoProgress (an in-memory connection hung).
+func TestRecordsAboveOneMiB(t *testing.T) {
+	ba, bb := &testBudget{}, &testBudget{}
+	ca, cb := testConfig("a"), testConfig("b")
+	ca.MaxFrameSize, cb.MaxFrameSize = MaxFrameSizeLimit, MaxFrameSizeLimit
+	ca.Memory, cb.Memory = ba, bb
+	sa, sb := securePair(t, transports[1], ca, cb)
+	exchangeData(t, sa, sb, []int{1<<20 + 100, 2<<20 + 100, 3<<20 + 5, MaxFrameSizeLimit})
+	waitUsed(t, ba, 0, "a, every record read")
+	waitUsed(t, bb, 0, "b, every record read")
+}
