@@ -35,10 +35,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/tendril-p2p/tendril/internal/admit"
@@ -450,6 +452,16 @@ func (w *helloWatch) complete(b []byte) bool {
 	}
 	w.got += uint64(len(b))
 	return w.got >= w.need
+}
+
+// SyscallConn passes the socket's on: secio asks it how much of a long record has arrived,
+// to read the record straight into one buffer (helloConn's Read returns the socket's bytes
+// unchanged, so what the socket holds is what secio will read).
+func (c *helloConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 // CloseWrite half-closes the connection if it can (secio's close waits for the peer's

@@ -64,8 +64,9 @@ type Conn struct {
 	suite     aead.Suite
 	kex       KeyExchange
 	secure    bool
-	// handshakeRTT is the handshake's round trip as this side measured it (HandshakeRTT).
-	handshakeRTT time.Duration
+	// handshakeRTT is the handshake's round trip as this side measured it, in microseconds
+	// (HandshakeRTT), packed beside the three bytes above.
+	handshakeRTT uint32
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -88,11 +89,7 @@ type inHalf struct {
 	r, w   int     //
 	pooled *[]byte // buf when it is borrowed from a pool
 	plain  []byte  // authenticated plaintext not yet returned by Read
-	eof    bool    // the connection returned io.EOF
 	err    error   // sticky
-	// nonData counts the records in a row that delivered no data (see
-	// control).
-	nonData int
 	// mem is charged for every pooled buffer the read side holds (nil:
 	// nothing is charged); charged is what it holds now.
 	mem     MemoryBudget
@@ -101,7 +98,6 @@ type inHalf struct {
 	// while it arrives, pending is its length (prefix included), staged
 	// holds its first chunks in order (full), stagedLen their bytes; buf
 	// is the chunk being filled.
-	staging   bool
 	pending   int
 	staged    []*[]byte
 	stagedLen int
@@ -115,7 +111,13 @@ type inHalf struct {
 	// is gone, so Close sends no close record (the write could only fail,
 	// with EPIPE and a SIGPIPE to the process).
 	reset atomic.Bool
-	small [smallRead]byte
+	// nonData counts the records in a row that delivered no data (see
+	// control).
+	nonData     int32
+	eof         bool // the connection returned io.EOF
+	staging     bool // a long record is arriving in chunks (see pending)
+	queueLooked bool // queue was looked up (at the first long record)
+	small       [smallRead]byte
 }
 
 // outHalf is the write direction. It keeps no buffer between frames.
@@ -211,7 +213,6 @@ func putBuffer(b *[]byte) {
 func newConn(conn net.Conn) *Conn {
 	c := &Conn{conn: conn}
 	c.in.buf = c.in.small[:]
-	c.in.queue = newSocketQueue(conn)
 	return c
 }
 
@@ -248,7 +249,7 @@ func (in *inHalf) fill(conn net.Conn, n int, exact bool) error {
 		if !exact {
 			size = max(n, greedyBuffer)
 		}
-		if !in.arrived(classSize(bufferClass(size)), n) {
+		if !in.arrived(conn, classSize(bufferClass(size)), n) {
 			if err := in.stage(conn, n); err != nil {
 				return err
 			}
@@ -919,7 +920,9 @@ func (c *Conn) MaxFrameSize() int { return c.out.maxLen }
 // answer to it: the round trip, plus the peer's handshake computation (a few hundred
 // microseconds: ML-KEM, the signature). It is a first estimate of the round-trip time for
 // the layers above, which measure it again as traffic flows. 0 for a legacy TEA Conn.
-func (c *Conn) HandshakeRTT() time.Duration { return c.handshakeRTT }
+func (c *Conn) HandshakeRTT() time.Duration {
+	return time.Duration(c.handshakeRTT) * time.Microsecond
+}
 
 // Secure reports whether the connection is authenticated and encrypted with
 // an AEAD (true for Client and Server, false for LegacyTEA).

@@ -198,6 +198,11 @@ func (hs *handshakeState) fail(step string, err error) error {
 	return &HandshakeError{Step: step, Err: err}
 }
 
+// microseconds returns d in whole microseconds, at least 1 and at most about 71 minutes.
+func microseconds(d time.Duration) uint32 {
+	return uint32(min(max(d.Microseconds(), 1), 1<<32-1))
+}
+
 // runDialer is the dialer's handshake: ClientHello, at most one retry,
 // ServerHello and ListenerAuth, then DialerAuth and the traffic keys.
 func (hs *handshakeState) runDialer() error {
@@ -214,7 +219,7 @@ func (hs *handshakeState) runDialer() error {
 		if err != nil {
 			return err
 		}
-		hs.c.handshakeRTT = time.Since(sent)
+		hs.c.handshakeRTT = microseconds(time.Since(sent))
 		if retry == 0 {
 			break
 		}
@@ -566,7 +571,7 @@ func (hs *handshakeState) runListener(end time.Time) error {
 	if err := hs.readAuth("read dialer auth"); err != nil {
 		return err
 	}
-	hs.c.handshakeRTT = time.Since(sent)
+	hs.c.handshakeRTT = microseconds(time.Since(sent))
 	return hs.finish()
 }
 

@@ -79,10 +79,16 @@ func (in *inHalf) give(b *[]byte) {
 // has arrived is what is buffered and, if that falls short, what waits in
 // the socket, counted up to the record's end: the socket is asked once per
 // long record, and only when a buffer would be borrowed for it.
-func (in *inHalf) arrived(full, n int) bool {
+func (in *inHalf) arrived(conn net.Conn, full, n int) bool {
 	have := in.w - in.r
 	if have >= n || full-have <= readAhead {
 		return true
+	}
+	if !in.queueLooked {
+		// Looked up at the first long record, not per Conn: an idle or chatty Conn never
+		// pays for it.
+		in.queueLooked = true
+		in.queue = newSocketQueue(conn)
 	}
 	q, ok := in.queue.waiting()
 	if !ok {

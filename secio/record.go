@@ -118,10 +118,6 @@ type recordKey struct {
 	seq       uint64
 	exhausted bool
 	nonce     [nonceSize]byte // the nonce returned by the last nextNonce
-	// key holds the record key while install hands it to the AEAD, and
-	// zeros otherwise (a local array would escape to the heap through the
-	// AEAD's interface).
-	key [32]byte
 	// updates counts the key updates of this direction (tests read it).
 	updates uint64
 
@@ -149,8 +145,11 @@ type rekeyer interface {
 // starts the sequence number at zero. The previous secret and IV are
 // overwritten; the caller clears its copy of secret.
 func (k *recordKey) install(s aead.Suite, secret *[secretSize]byte) error {
-	key := k.key[:s.KeySize()]
-	defer clear(k.key[:])
+	// The key's one copy outside the AEAD lives here for the call: a buffer of its own,
+	// overwritten before it is dropped (an array on the stack would escape through the
+	// AEAD's interface all the same, and one in the Conn would cost every idle connection).
+	key := make([]byte, s.KeySize())
+	defer clear(key)
 	derive(key, &recordKeyStart, secret)
 	if r, ok := k.aead.(rekeyer); ok && k.suite == s {
 		if err := r.Rekey(key); err != nil {
