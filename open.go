@@ -158,6 +158,12 @@ func (s *Session) OpenStream(ctx context.Context, name string) (Stream, string, 
 // openStream opens a stream of p for the caller (OpenStream, Request): lazily negotiated
 // if p lists one version, else negotiated now. It counts the stream opened.
 func (s *Session) openStream(ctx context.Context, p *Protocol) (Stream, string, error) {
+	return s.openStreamWait(ctx, p, s.svc.cfg.NegotiationTimeout)
+}
+
+// openStreamWait is openStream where a lazy negotiation's answer may take answerWait (0:
+// as long as the caller's deadlines allow; a request's answer comes with its reply).
+func (s *Session) openStreamWait(ctx context.Context, p *Protocol, answerWait time.Duration) (Stream, string, error) {
 	s.mu.Lock()
 	closing := s.state != sessionOpen
 	s.mu.Unlock()
@@ -170,7 +176,7 @@ func (s *Session) openStream(ctx context.Context, p *Protocol) (Stream, string, 
 		err     error
 	)
 	if len(p.Versions) == 1 {
-		st, version, err = s.openStreamLazy(ctx, p)
+		st, version, err = s.openStreamLazy(ctx, p, answerWait)
 	} else {
 		st, version, err = s.openNegotiated(ctx, p)
 	}
@@ -183,12 +189,12 @@ func (s *Session) openStream(ctx context.Context, p *Protocol) (Stream, string, 
 
 // openStreamLazy opens a mux stream for a protocol with one version and negotiates it
 // lazily: the request goes with the first data, and a refusal is the first Read's error.
-func (s *Session) openStreamLazy(ctx context.Context, p *Protocol) (Stream, string, error) {
+func (s *Session) openStreamLazy(ctx context.Context, p *Protocol, answerWait time.Duration) (Stream, string, error) {
 	st, err := s.openMuxStream(ctx, p)
 	if err != nil {
 		return nil, "", err
 	}
-	lc, err := protocol.NegotiateLazy(st, p.Name, p.Versions[0], s.svc.cfg.NegotiationTimeout)
+	lc, err := protocol.NegotiateLazy(st, p.Name, p.Versions[0], answerWait)
 	if err != nil {
 		st.Reset()
 		return nil, "", fmt.Errorf("tendril: negotiate %s: %w", p.Name, err)
@@ -280,23 +286,27 @@ func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 	// The stream is registered before the answer leaves (with its writer held back until
 	// the answer is sent), so that once the opener's OpenProtocol returns, a Send on this
 	// end finds the protocol open.
-	info, _, err := protocol.AcceptCommit(ctx, st, s.svc.registry, func(info protocol.Info, version string) error {
+	// A request's answer is held back to leave with its reply (requestServer), one frame,
+	// when the request came with the negotiation (a lazy opener); an opener that waits for
+	// the answer before it sends the request gets the answer at once.
+	info, _, held, err := protocol.AcceptHold(ctx, st, s.svc.registry, func(info protocol.Info, version string) (bool, error) {
 		p := s.svc.protocol(info.Name)
 		if p == nil {
-			return refusedRemoved // removed since the registry found it
+			return false, refusedRemoved // removed since the registry found it
 		}
 		if !s.allows(p) {
-			return refusedInsecure
+			return false, refusedInsecure
 		}
 		var out startOutcome
 		ps, run, out = s.startStream(p, version, st, false)
 		switch out {
 		case started:
 			accepted = true
+			return p.RequestHandler != nil && st.Buffered() > 0, nil
 		case tooManyStreams:
-			return refusedTooMany
+			return false, refusedTooMany
 		}
-		return nil
+		return false, nil
 	})
 	cancel()
 	if err != nil {
@@ -311,6 +321,7 @@ func (s *Session) acceptProtocol(st *mux.Stream) (run func()) {
 		st.Reset()
 		return nil
 	}
+	ps.answerHeld = held
 	ps.answered()
 	return run
 }

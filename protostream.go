@@ -32,6 +32,7 @@ type protoStream struct {
 	version    string
 	st         *mux.Stream
 	outbound   bool
+	answerHeld bool     // request mode: the negotiation answer goes with the reply (requestServer)
 	handlerCtx *Context // what its handler is given
 
 	inCall    atomic.Bool   // message mode: the handler is in a Connected, Received or Disconnected call

@@ -97,7 +97,8 @@ func (s *Session) Request(ctx context.Context, name string, req []byte) ([]byte,
 		return nil, fmt.Errorf("tendril: request %s: %w (%d in flight)", name, ErrTooManyRequests, s.svc.cfg.MaxRequests)
 	}
 	defer s.requests.Add(-1)
-	st, _, err := s.openStream(ctx, p)
+	// The acceptor's answer comes with the reply: it may take as long as the request does.
+	st, _, err := s.openStreamWait(ctx, p, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -135,19 +136,16 @@ func resetStream(st Stream) {
 	}
 }
 
-// exchange writes a request on st (a frame, then end-of-stream) and reads the reply.
+// exchange writes a request on st and its end, in one frame with the stream's opening when
+// it can, and reads the reply.
 func exchange(st Stream, req []byte, maxMsg int) ([]byte, error) {
-	if _, err := st.Write(protocol.AppendFrame(make([]byte, 0, protocol.MessageHeaderSize+len(req)), req)); err != nil {
-		return nil, err
-	}
-	// The end goes out now rather than with the Close after the reply: the acceptor's
-	// handler, once it has replied, waits for it before it lets the stream go.
-	if err := st.CloseWrite(); err != nil {
+	msg := protocol.AppendFrame(make([]byte, 0, protocol.MessageHeaderSize+len(req)), req)
+	if err := writeFinal(st, msg); err != nil {
 		return nil, err
 	}
 	var status [1]byte
 	if _, err := io.ReadFull(st, status[:]); err != nil {
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, ErrNoReply
 		}
 		return nil, err
@@ -165,6 +163,22 @@ func exchange(st Stream, req []byte, maxMsg int) ([]byte, error) {
 	return nil, fmt.Errorf("%w: reply status %d", protocol.ErrMalformed, status[0])
 }
 
+// writeFinal writes p and half-closes w: in one frame if w can (mux.Stream, and a lazily
+// negotiated stream over one), else a Write and a CloseWrite.
+func writeFinal(w net.Conn, p []byte) error {
+	if fw, ok := w.(interface{ WriteFinal([]byte) (int, error) }); ok {
+		_, err := fw.WriteFinal(p)
+		return err
+	}
+	if _, err := w.Write(p); err != nil {
+		return err
+	}
+	if cw, ok := w.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // requestServer serves a request protocol's streams: it reads the request, calls the
 // handler, and writes what it returned.
 type requestServer struct {
@@ -172,13 +186,24 @@ type requestServer struct {
 	svc *Service
 }
 
-func (rs requestServer) ServeStream(c *Context, _ string, st net.Conn) {
+func (rs requestServer) ServeStream(c *Context, version string, st net.Conn) {
 	cfg := &rs.svc.cfg
+	// The negotiation answer, held back to leave with the reply (acceptProtocol), goes in
+	// front of whatever is written, and with the end of the stream: one frame.
+	var out []byte
+	if c.ps.answerHeld {
+		out = protocol.AppendAccept(make([]byte, 0, 64), version)
+	}
+	// A requester that stops reading holds the handler at most this long.
+	defer func() {
+		_ = st.SetWriteDeadline(time.Now().Add(cfg.NegotiationTimeout))
+		_ = writeFinal(st, out)
+	}()
 	// The request is bounded in size and in time, as a negotiation is.
 	_ = st.SetReadDeadline(time.Now().Add(cfg.NegotiationTimeout))
 	req, err := protocol.NewReader(st, cfg.MaxMessageSize).ReadMessageAlloc()
 	if err != nil {
-		return // the stream ends: the requester reads an end without a reply
+		return // the answer alone, and the end: the requester reads ErrNoReply
 	}
 	_ = st.SetReadDeadline(time.Time{})
 	reply, herr := rs.h.ServeRequest(c, req)
@@ -187,19 +212,15 @@ func (rs requestServer) ServeStream(c *Context, _ string, st net.Conn) {
 		return // the requester gave up (or the session is going): nobody reads a reply
 	default:
 	}
-	var out []byte
 	switch {
 	case herr != nil:
 		reason := herr.Error()
 		reason = reason[:min(len(reason), MaxRequestErrorSize)]
-		out = protocol.AppendFrame(append(make([]byte, 0, 1+protocol.MessageHeaderSize+len(reason)), replyFailed), []byte(reason))
+		out = protocol.AppendFrame(append(out, replyFailed), []byte(reason))
 	case len(reply) > cfg.MaxMessageSize:
 		reason := fmt.Sprintf("reply of %d bytes above the limit", len(reply))
-		out = protocol.AppendFrame(append(make([]byte, 0, 64), replyFailed), []byte(reason))
+		out = protocol.AppendFrame(append(out, replyFailed), []byte(reason))
 	default:
-		out = protocol.AppendFrame(append(make([]byte, 0, 1+protocol.MessageHeaderSize+len(reply)), replyOK), reply)
+		out = protocol.AppendFrame(append(out, replyOK), reply)
 	}
-	// A requester that stops reading holds the handler at most this long.
-	_ = st.SetWriteDeadline(time.Now().Add(cfg.NegotiationTimeout))
-	_, _ = st.Write(out)
 }

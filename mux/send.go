@@ -261,8 +261,9 @@ func (s *Session) appendControl(dst []byte) []byte {
 }
 
 // writeStream writes up to writeBatch bytes of p on st, in frames of at most MaxDataFrame,
-// with queued control frames in front, in one Write to the connection.
-func (s *Session) writeStream(st *Stream, p []byte) (int, error) {
+// with queued control frames in front, in one Write to the connection; with final, the
+// write that takes the last of p ends the stream's write side with its last frame.
+func (s *Session) writeStream(st *Stream, p []byte, final bool) (int, error) {
 	n, err := st.takeWindow(min(len(p), writeBatch))
 	if err != nil {
 		return 0, err
@@ -289,12 +290,22 @@ func (s *Session) writeStream(st *Stream, p []byte) (int, error) {
 		return 0, err
 	}
 	flags := st.flagsLocked()
+	fin := final && n == len(p) // the end rides on the last frame of this write
+	if fin {
+		st.finSent = true
+		if st.finRecv {
+			s.removeLocked(st)
+		}
+	}
 	st.mu.Unlock()
 	frame := int(s.cfg.MaxDataFrame)
 	for off := 0; off < n; off += frame {
-		body := p[off:min(off+frame, n)]
-		b = appendFrameHeader(b, typeData, flags, st.id, uint32(len(body)))
-		b = append(b, body...)
+		end := min(off+frame, n)
+		if fin && end == n {
+			flags |= flagFIN
+		}
+		b = appendFrameHeader(b, typeData, flags, st.id, uint32(end-off))
+		b = append(b, p[off:end]...)
 		flags = 0
 	}
 	// A stream's write deadline holds while the connection's write is stuck. A deadline at

@@ -107,6 +107,13 @@ func (st *Stream) wake() {
 	st.s.wakeHolder(st)
 }
 
+// Buffered returns the bytes received on the stream and not read yet.
+func (st *Stream) Buffered() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.buf.Len()
+}
+
 // StreamID returns the yamux stream ID (odd for streams opened by the client side, even
 // for the server side).
 func (st *Stream) StreamID() uint32 { return st.id }
@@ -227,10 +234,22 @@ func (st *Stream) consumedLocked(n int) bool {
 // after CloseWrite or Close, ErrStreamReset after a reset, ErrSessionClosed when the
 // session is gone, and ErrTimeout when the write deadline passes (some of p may have been
 // written).
-func (st *Stream) Write(p []byte) (int, error) {
+func (st *Stream) Write(p []byte) (int, error) { return st.write(p, false) }
+
+// WriteFinal writes p and then half-closes the stream as CloseWrite does, the end of the
+// stream riding on p's last frame: a request and its end, or an answer and its end, are
+// one frame instead of two.
+func (st *Stream) WriteFinal(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, st.CloseWrite()
+	}
+	return st.write(p, true)
+}
+
+func (st *Stream) write(p []byte, final bool) (int, error) {
 	total := 0
 	for len(p) > 0 {
-		n, err := st.s.writeStream(st, p)
+		n, err := st.s.writeStream(st, p, final)
 		total += n
 		p = p[n:]
 		if err != nil {

@@ -351,3 +351,43 @@ func TestDeadlinesWhileSessionFails(t *testing.T) {
 		}
 	})
 }
+
+// TestWriteFinal: the end of the stream rides on the data's last frame (one frame, where
+// Write and CloseWrite are two), and the peer reads the data then io.EOF.
+func TestWriteFinal(t *testing.T) {
+	a, peer := net.Pipe()
+	defer peer.Close()
+	c, err := Client(a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.OpenStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := make(chan header, 4)
+	go func() {
+		var h header
+		for {
+			if _, err := io.ReadFull(peer, h[:]); err != nil {
+				close(frames)
+				return
+			}
+			if h.typ() == typeData {
+				io.CopyN(io.Discard, peer, int64(h.length()))
+			}
+			frames <- h
+		}
+	}()
+	if _, err := st.WriteFinal([]byte("request")); err != nil {
+		t.Fatal(err)
+	}
+	h := <-frames
+	if h.typ() != typeData || h.flags() != flagSYN|flagFIN || h.length() != 7 {
+		t.Fatalf("first frame: type %d flags %#x length %d, want data SYN|FIN of 7 bytes", h.typ(), h.flags(), h.length())
+	}
+	if _, err := st.Write([]byte("x")); !errors.Is(err, ErrStreamClosed) {
+		t.Fatalf("Write after WriteFinal: %v, want ErrStreamClosed", err)
+	}
+}

@@ -138,6 +138,41 @@ func (c *LazyConn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// finalWriter is a conn that can write and half-close in one write (mux.Stream).
+type finalWriter interface {
+	WriteFinal(p []byte) (int, error)
+}
+
+// WriteFinal writes p and then half-closes the stream, as Write and CloseWrite do. When p is
+// the first data and the conn below can write and half-close at once (a mux stream), the
+// request, p and the end of the stream leave in one write: a request/response protocol's
+// whole request is one frame.
+func (c *LazyConn) WriteFinal(p []byte) (int, error) {
+	if err := c.failed(); err != nil {
+		return 0, err
+	}
+	if fw, ok := c.Conn.(finalWriter); ok {
+		c.wmu.Lock()
+		if c.req != nil && len(p) <= lazyCoalesce {
+			b := append(c.req, p...)
+			_, err := fw.WriteFinal(b)
+			c.req = nil
+			c.unanswered = len(b)
+			c.wmu.Unlock()
+			if err != nil {
+				return 0, fmt.Errorf("protocol: sending negotiation request: %w", err)
+			}
+			return len(p), nil
+		}
+		c.wmu.Unlock()
+	}
+	n, err := c.Write(p)
+	if err != nil {
+		return n, err
+	}
+	return n, c.CloseWrite()
+}
+
 // unansweredRoom returns how much of a write of n bytes may go before the answer is read
 // (n once it has been), and counts it as written.
 func (c *LazyConn) unansweredRoom(n int) int {

@@ -97,10 +97,27 @@ func Accept(ctx context.Context, conn net.Conn, reg *Registry) (Info, string, er
 // *RefusedError, CodeRefused otherwise) and the error is returned, wrapped. Nil commit
 // makes it Accept.
 func AcceptCommit(ctx context.Context, conn net.Conn, reg *Registry, commit func(Info, string) error) (Info, string, error) {
+	var hold func(Info, string) (bool, error)
+	if commit != nil {
+		hold = func(info Info, v string) (bool, error) { return false, commit(info, v) }
+	}
+	info, version, _, err := AcceptHold(ctx, conn, reg, hold)
+	return info, version, err
+}
+
+// AcceptHold is AcceptCommit whose commit step may hold the answer back: when it returns
+// true, the answer is not written, and AcceptHold reports it held; the caller then writes
+// it (AppendAccept with the version) in front of the first data it sends, in the same
+// Write, so in the same frame below: a request answered at once costs one frame each way.
+// The opener reads nothing of the stream before the answer, so the caller must send it
+// before anything else, also when it has nothing else to send. Refusals are always written
+// at once.
+func AcceptHold(ctx context.Context, conn net.Conn, reg *Registry, commit func(Info, string) (hold bool, err error)) (Info, string, bool, error) {
 	var (
 		info    Info
 		name    string
 		version string
+		held    bool
 	)
 	err := withContext(ctx, conn, func() error {
 		var buf [MaxNegotiationSize]byte
@@ -139,8 +156,10 @@ func AcceptCommit(ctx context.Context, conn net.Conn, reg *Registry, commit func
 		if !offered {
 			return refuse(conn, CodeRefused, "internal error", fmt.Errorf("%w: %s: %q", ErrBadSelection, name, truncate(v)))
 		}
+		hold := false
 		if commit != nil {
-			if err := commit(info, v); err != nil {
+			var err error
+			if hold, err = commit(info, v); err != nil {
 				code, reason := CodeRefused, ""
 				var re *RefusedError
 				if errors.As(err, &re) {
@@ -149,17 +168,25 @@ func AcceptCommit(ctx context.Context, conn net.Conn, reg *Registry, commit func
 				return refuse(conn, code, reason, fmt.Errorf("protocol: %s refused by the acceptor: %w", name, err))
 			}
 		}
+		version = v
+		if hold {
+			held = true
+			return nil
+		}
 		if _, err := conn.Write(appendAccept(buf[:0], v)); err != nil {
 			return fmt.Errorf("protocol: sending negotiation answer: %w", err)
 		}
-		version = v
 		return nil
 	})
 	if err != nil {
-		return Info{Name: name}, "", err
+		return Info{Name: name}, "", false, err
 	}
-	return info.clone(), version, nil
+	return info.clone(), version, held, nil
 }
+
+// AppendAccept appends the acceptor's answer choosing version to dst: what the caller of
+// AcceptHold sends when it held the answer back.
+func AppendAccept(dst []byte, version string) []byte { return appendAccept(dst, version) }
 
 // refuse sends a refusal and returns cause (or the write error, if any).
 func refuse(conn net.Conn, code RefusalCode, reason string, cause error) error {

@@ -391,3 +391,32 @@ func TestAcceptCommit(t *testing.T) {
 		}
 	})
 }
+
+// TestAcceptHold: a held answer is not written; the caller's AppendAccept in front of its
+// data completes the negotiation for the opener.
+func TestAcceptHold(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	reg := NewRegistry()
+	if err := reg.Register(Info{Name: "/req", Versions: []string{"1"}}); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := NegotiateLazy(a, "/req", "1", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go lc.Write([]byte("hi"))
+	_, v, held, err := AcceptHold(context.Background(), b, reg, func(Info, string) (bool, error) { return true, nil })
+	if err != nil || !held || v != "1" {
+		t.Fatalf("AcceptHold = %q, held %v, %v", v, held, err)
+	}
+	if _, err := io.ReadFull(b, make([]byte, 2)); err != nil { // the request (over net.Pipe a write waits for its reader)
+		t.Fatal(err)
+	}
+	go b.Write(append(AppendAccept(nil, v), "reply"...))
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(lc, got); err != nil || string(got) != "reply" {
+		t.Fatalf("the opener read %q, %v", got, err)
+	}
+}
