@@ -1,11 +1,14 @@
 // Package proxyhdr tells a listener who a trusted reverse proxy says its client is: the
 // [PROXY protocol] header (versions 1 and 2) that HAProxy, nginx's stream module and cloud
-// load balancers put before the client's bytes.
+// load balancers put before the client's bytes, and the X-Forwarded-For and Forwarded
+// ([RFC 7239]) headers that HTTP proxies add to a WebSocket upgrade.
 //
 // The caller decides whom to believe (transport.ListenOptions.TrustedProxies): Accept
-// reads a PROXY header only on a connection it is told is trusted. Even then every byte
-// is treated as hostile: the parsers are strict, and everything they read is bounded (a
-// v1 line is at most 107 bytes, a v2 header at most 4 KiB).
+// reads a PROXY header only on a connection it is told is trusted, and ClientAddr walks a
+// forwarding chain only from a trusted remote address. Even then every byte is treated as
+// hostile: the parsers are strict, and everything they read or look at is bounded (a v1
+// line is at most 107 bytes, a v2 header at most 4 KiB, a forwarding chain at most 4 KiB
+// and 64 entries).
 //
 // The PROXY header is optional on a trusted connection: the specification asks receivers
 // to require it, but a trusted network may also hold direct peers and proxy health checks.
@@ -14,6 +17,7 @@
 // which starts with 0x00) and hands back what it read, for the caller to put back.
 //
 // [PROXY protocol]: https://www.haproxy.org/download/2.9/doc/proxy-protocol.txt
+// [RFC 7239]: https://www.rfc-editor.org/rfc/rfc7239
 package proxyhdr
 
 import (
