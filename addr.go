@@ -3,8 +3,6 @@ package tendril
 import (
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"strings"
 
 	ma "github.com/multiformats/go-multiaddr"
@@ -12,8 +10,11 @@ import (
 	"github.com/tendril-p2p/tendril/secio"
 )
 
-// Addr is a dialable address: a TCP multiaddr (/ip4, /ip6, /dns, /dns4 or /dns6 followed by
-// /tcp/PORT) and, optionally, the peer ID expected there (/p2p/PEERID).
+// Addr is a dialable address: a transport multiaddr and, optionally, the peer ID expected
+// there (/p2p/PEERID). The transport part is what a Service's transports handle, written
+// as go-multiaddr and libp2p write it: /ip4/1.2.3.4/tcp/4001 (TCP; also /ip6, /dns,
+// /dns4, /dns6), /ip4/1.2.3.4/tcp/443/ws and /dns/example.com/tcp/443/wss (WebSocket;
+// /tls/ws is the same as /wss), /memory/7 (in one process).
 //
 // The /p2p/ part is kept apart from the multiaddr because tendril peer IDs are BLAKE3
 // multihashes, which go-multiaddr's /p2p/ codec (sha2-256 and identity only) does not accept.
@@ -25,8 +26,10 @@ type Addr struct {
 	Peer secio.PeerID
 }
 
-// ParseAddr parses "/ip4/1.2.3.4/tcp/4001[/p2p/PEERID]" and the /ip6, /dns, /dns4 and /dns6
-// forms. Errors wrap ErrInvalidAddr.
+// ParseAddr parses "MULTIADDR[/p2p/PEERID]", e.g. "/ip4/1.2.3.4/tcp/4001/p2p/PEERID". It
+// checks the multiaddr's syntax; whether a transport handles it is known when it is
+// dialled (an error wrapping ErrInvalidAddr and transport.ErrUnsupported). Errors wrap
+// ErrInvalidAddr.
 func ParseAddr(s string) (Addr, error) {
 	var a Addr
 	transport := s
@@ -46,10 +49,10 @@ func ParseAddr(s string) (Addr, error) {
 	if err != nil {
 		return Addr{}, fmt.Errorf("%w: %q: %v", ErrInvalidAddr, s, err)
 	}
-	a.Transport = m
-	if _, _, err := a.hostPort(); err != nil {
-		return Addr{}, err
+	if len(m) == 0 {
+		return Addr{}, fmt.Errorf("%w: %q: no transport address", ErrInvalidAddr, s)
 	}
+	a.Transport = m
 	return a, nil
 }
 
@@ -95,45 +98,4 @@ func (a *Addr) UnmarshalText(b []byte) error {
 	}
 	*a = p
 	return nil
-}
-
-// hostPort returns the network ("tcp", "tcp4" or "tcp6") and "host:port" to dial or listen on.
-func (a Addr) hostPort() (network, hostport string, err error) {
-	comps := []ma.Component(a.Transport)
-	if len(comps) != 2 {
-		return "", "", fmt.Errorf("%w: %q: want /ip4|/ip6|/dns|/dns4|/dns6 then /tcp", ErrInvalidAddr, a.Transport.String())
-	}
-	host, port := comps[0], comps[1]
-	if port.Code() != ma.P_TCP {
-		return "", "", fmt.Errorf("%w: %q: only /tcp is supported", ErrInvalidAddr, a.Transport.String())
-	}
-	switch host.Code() {
-	case ma.P_IP4, ma.P_DNS4:
-		network = "tcp4"
-	case ma.P_IP6, ma.P_DNS6:
-		network = "tcp6"
-	case ma.P_DNS:
-		network = "tcp"
-	default:
-		return "", "", fmt.Errorf("%w: %q: unsupported host protocol %s", ErrInvalidAddr, a.Transport.String(), host.Protocol().Name)
-	}
-	return network, net.JoinHostPort(host.Value(), port.Value()), nil
-}
-
-// addrFromNet converts a TCP net.Addr into an Addr.
-func addrFromNet(na net.Addr, peer secio.PeerID) Addr {
-	tcp, ok := na.(*net.TCPAddr)
-	if !ok {
-		return Addr{Peer: peer}
-	}
-	proto := "ip4"
-	ip := tcp.IP.To4()
-	if ip == nil {
-		proto, ip = "ip6", tcp.IP
-	}
-	m, err := ma.NewMultiaddr("/" + proto + "/" + ip.String() + "/tcp/" + strconv.Itoa(tcp.Port))
-	if err != nil {
-		return Addr{Peer: peer}
-	}
-	return Addr{Transport: m, Peer: peer}
 }

@@ -15,6 +15,11 @@ func TestParseAddr(t *testing.T) {
 		"/ip6/::1/tcp/4001",
 		"/dns4/localhost/tcp/1",
 		"/ip4/10.0.0.1/tcp/9/p2p/" + id.String(),
+		"/ip4/127.0.0.1/tcp/4001/ws",
+		"/dns/example.com/tcp/443/wss/p2p/" + id.String(),
+		"/dns/example.com/tcp/443/tls/ws",
+		"/memory/7",
+		"/ip4/1.2.3.4/udp/1", // parses; no default transport dials it (TestDialUnsupported)
 	}
 	for _, s := range good {
 		a, err := ParseAddr(s)
@@ -25,7 +30,7 @@ func TestParseAddr(t *testing.T) {
 			t.Fatalf("round trip %s -> %s", s, a)
 		}
 	}
-	bad := []string{"", "/ip4/1.2.3.4", "/ip4/1.2.3.4/udp/1", "/ip4/1.2.3.4/tcp/1/p2p/", "/ip4/1.2.3.4/tcp/1/p2p/notanid", "garbage"}
+	bad := []string{"", "/p2p/" + id.String(), "/ip4/1.2.3.4/tcp/1/p2p/", "/ip4/1.2.3.4/tcp/1/p2p/notanid", "garbage"}
 	for _, s := range bad {
 		if _, err := ParseAddr(s); !errors.Is(err, ErrInvalidAddr) {
 			t.Errorf("%q: %v, want ErrInvalidAddr", s, err)
@@ -66,9 +71,6 @@ func FuzzParseAddr(f *testing.F) {
 		}
 		if !a.Transport.Equal(b.Transport) || a.Peer != b.Peer || b.String() != text {
 			t.Fatalf("round trip %q -> %q -> %q", s, text, b.String())
-		}
-		if _, _, err := a.hostPort(); err != nil {
-			t.Fatalf("accepted %q but cannot dial it: %v", s, err)
 		}
 		var u Addr
 		if err := u.UnmarshalText([]byte(text)); err != nil || u.String() != text {

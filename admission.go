@@ -45,6 +45,7 @@ import (
 
 	"github.com/tendril-p2p/tendril/internal/admit"
 	"github.com/tendril-p2p/tendril/secio"
+	"github.com/tendril-p2p/tendril/transport"
 )
 
 // Defaults of Admission.
@@ -252,8 +253,12 @@ type admission struct {
 	idleTimer *time.Timer
 }
 
-func newAdmission(cfg Admission, handshakeTimeout time.Duration) admission {
-	return admission{cfg: cfg, ledger: admit.New(ledgerLimits(cfg, handshakeTimeout))}
+// newAdmission returns the admission state; connections from trusted proxies are exempt
+// from the per-address caps until they name their client (Service.readdress).
+func newAdmission(cfg Admission, handshakeTimeout time.Duration, trusted []netip.Prefix) admission {
+	lim := ledgerLimits(cfg, handshakeTimeout)
+	lim.Unlimited = append(slices.Clip(lim.Unlimited), trusted...)
+	return admission{cfg: cfg, ledger: admit.New(lim)}
 }
 
 // ledgerLimits are the ledger's limits from a resolved Admission (whose -1, none, is the
@@ -293,15 +298,6 @@ type admitted struct {
 // ip is the remote address an inbound connection was admitted for (zero for outbound ones,
 // which admission counts without an address).
 func (ad *admitted) ip() netip.Addr { return ad.t.Addr() }
-
-// remoteAddrPort returns a connection's remote address, unmapped (zero if it is not IP).
-func remoteAddrPort(c net.Conn) netip.AddrPort {
-	if tc, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		ap := tc.AddrPort()
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	}
-	return netip.AddrPort{}
-}
 
 // admitInbound takes a handshake slot for a connection just accepted from remote, or says
 // which limit refuses it; spoke says that the dialer's first message has already arrived
@@ -479,7 +475,7 @@ func (s *Service) gatePeer(sess *Session) error {
 	if g == nil || !sess.secure {
 		return nil
 	}
-	if err := g.GatePeer(sess.dir, sess.peer, remoteAddrPort(sess.conn)); err != nil {
+	if err := g.GatePeer(sess.dir, sess.peer, transport.RemoteAddrPort(sess.conn)); err != nil {
 		return fmt.Errorf("%w: peer %s: %w", ErrGated, sess.peer, err)
 	}
 	return nil

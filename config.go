@@ -3,12 +3,15 @@ package tendril
 import (
 	"cmp"
 	"log/slog"
+	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
 	"github.com/tendril-p2p/tendril/mux"
 	"github.com/tendril-p2p/tendril/protocol"
 	"github.com/tendril-p2p/tendril/secio"
+	"github.com/tendril-p2p/tendril/transport"
 )
 
 // Defaults of Config. A zero field means its default.
@@ -120,6 +123,22 @@ type Config struct {
 	// all sessions from one timer, rather than by a goroutine per session.
 	Mux *mux.Config
 
+	// Transports dial and listen: for each address, the first that handles it. Nil: TCP
+	// (transport/tcp) and WebSocket (transport/ws: /tcp/N/ws, and /tcp/N/wss when dialling
+	// or with a certificate). Add a transport/memory host to run nodes in one process.
+	Transports []transport.Transport
+
+	// TrustedProxies lists the networks of the reverse proxies this node runs behind:
+	// their connections may begin with a PROXY protocol v1/v2 header (TCP, WebSocket) and
+	// their WebSocket upgrades may carry X-Forwarded-For, and the Service believes them:
+	// the session's remote address is the client's, and admission counts the client's
+	// address and subnet (per-IP and per-subnet caps, handshake rate) as if it had
+	// connected itself. The proxies' own connections are exempt from those caps until
+	// then. From addresses outside these networks such headers are not believed. Nil:
+	// none (behind a proxy on loopback, every client would then look like 127.0.0.1,
+	// which Admission.Unlimited exempts by default: trust the proxy to keep the caps).
+	TrustedProxies []netip.Prefix
+
 	// LegacyTEA enables the insecure TEA legacy framing for ListenLegacy and DialLegacy.
 	// Nil (the default): the node never speaks it.
 	LegacyTEA *LegacyTEAConfig
@@ -207,6 +226,16 @@ func (c *Config) Validate() error {
 			return configError("%w", err)
 		}
 	}
+	for _, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			return configError("invalid trusted proxy network %v", p)
+		}
+	}
+	for i, t := range c.Transports {
+		if t == nil {
+			return configError("Transports[%d] is nil", i)
+		}
+	}
 	if c.LegacyTEA != nil && len(c.LegacyTEA.Key) != 16 {
 		return configError("legacy TEA key must be 16 bytes, got %d", len(c.LegacyTEA.Key))
 	}
@@ -246,6 +275,8 @@ func (c Config) withDefaults() Config {
 		c.Ciphers = append([]aead.Suite(nil), c.Ciphers...)
 	}
 	c.Protocols = append([]Protocol(nil), c.Protocols...)
+	c.Transports = slices.Clone(c.Transports)
+	c.TrustedProxies = slices.Clone(c.TrustedProxies)
 	if c.LegacyTEA != nil {
 		l := LegacyTEAConfig{Key: append([]byte(nil), c.LegacyTEA.Key...)}
 		c.LegacyTEA = &l

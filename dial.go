@@ -6,9 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 
 	"github.com/tendril-p2p/tendril/secio"
+	"github.com/tendril-p2p/tendril/transport"
 )
 
 // Dial connects to addr, runs the handshake and returns the session. If addr ends with
@@ -52,7 +52,7 @@ func (s *Service) DialLegacy(ctx context.Context, addr Addr) (*Session, error) {
 }
 
 func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, error) {
-	network, hostport, err := addr.hostPort()
+	t, err := s.transportFor(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -81,8 +81,7 @@ func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, e
 	defer stop()
 
 	dctx, dcancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
-	d := net.Dialer{KeepAlive: s.tcpKeepAlive()}
-	raw, err := d.DialContext(dctx, network, hostport)
+	raw, err := t.Dial(dctx, addr.Transport)
 	dcancel()
 	if err != nil {
 		s.release(&ad)
@@ -90,12 +89,12 @@ func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, e
 		s.emit(Event{Type: EventDialFailed, Addr: addr, Peer: addr.Peer, Direction: Outbound, Err: err})
 		return nil, err
 	}
-	if err := s.gateAddr(Outbound, remoteAddrPort(raw)); err != nil {
+	if err := s.gateAddr(Outbound, transport.RemoteAddrPort(raw)); err != nil {
 		s.release(&ad)
 		abortConn(raw)
 		err = fmt.Errorf("tendril: dial %s: %w", addr, err)
 		s.emit(Event{Type: EventGated, Addr: addr, Peer: addr.Peer, Direction: Outbound, Err: err})
 		return nil, err
 	}
-	return s.setup(ctx, raw, ad, addr.Peer, legacy)
+	return s.setup(ctx, raw, ad, addr, legacy)
 }

@@ -64,10 +64,13 @@ func ExampleParseAddr() {
 		log.Fatal(err)
 	}
 	fmt.Println(a.Transport, a.Peer.IsZero())
-	_, err = tendril.ParseAddr("/ip4/192.0.2.7/udp/4001")
-	fmt.Println(err != nil)
+	ws := tendril.MustParseAddr("/dns/example.com/tcp/443/wss")
+	fmt.Println(ws)
+	_, err = tendril.ParseAddr("/ip4/192.0.2.7/tcp/4001/p2p/not-a-peer-id")
+	fmt.Println(errors.Is(err, tendril.ErrInvalidAddr))
 	// Output:
 	// /ip4/192.0.2.7/tcp/4001 true
+	// /dns/example.com/tcp/443/wss
 	// true
 }
 

@@ -19,6 +19,8 @@ import (
 	"github.com/tendril-p2p/tendril/hash/blake3"
 	"github.com/tendril-p2p/tendril/internal/loopback"
 	"github.com/tendril-p2p/tendril/internal/testutil"
+	"github.com/tendril-p2p/tendril/secio"
+	"github.com/tendril-p2p/tendril/transport"
 )
 
 // The helpers of the package's tests: services on loopback, an inbox handler, the event
@@ -573,3 +575,18 @@ func (p *tapProxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
 // close stops the proxy, closes its connections and waits for its relays; up and down may
 // be read without the lock afterwards.
 func (p *tapProxy) close() { p.srv.Close() }
+
+// hostPort returns the network and "host:port" of a TCP address, for tests that dial it
+// with the net package.
+func (a Addr) hostPort() (network, hostport string, err error) {
+	network, hostport, rest, ok := transport.HostPort(a.Transport)
+	if !ok || len(rest) != 0 {
+		return "", "", fmt.Errorf("%w: %s is not a TCP address", ErrInvalidAddr, a.Transport)
+	}
+	return network, hostport, nil
+}
+
+// addrFromNet converts a TCP net.Addr into an Addr.
+func addrFromNet(na net.Addr, peer secio.PeerID) Addr {
+	return Addr{Transport: transport.FromNetAddr(na), Peer: peer}
+}

@@ -20,11 +20,13 @@ import (
 	"testing"
 	"time"
 
+	ma "github.com/multiformats/go-multiaddr"
 	"golang.org/x/sys/unix"
 
 	"github.com/tendril-p2p/tendril/mux"
 	"github.com/tendril-p2p/tendril/protocol"
 	"github.com/tendril-p2p/tendril/secio"
+	"github.com/tendril-p2p/tendril/transport"
 )
 
 // Handshake slots under a steady stream of silent sockets (issue 26, item 6): 1,260 TCP
@@ -502,6 +504,10 @@ func (l *burstListener) Close() error {
 }
 
 func (l *burstListener) Addr() net.Addr { return l.addr }
+
+func (l *burstListener) Multiaddr() ma.Multiaddr { return transport.FromNetAddr(l.addr) }
+
+func (l *burstListener) Upgrade(_ context.Context, c net.Conn) (net.Conn, error) { return c, nil }
 
 // TestAdmissionAcceptBurst: a dialer whose first message has arrived, accepted just before
 // 100 silent sockets of its own /24 in one burst (a backlog drained with a single P, so

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/tendril-p2p/tendril/mux"
 	"github.com/tendril-p2p/tendril/protocol"
 	"github.com/tendril-p2p/tendril/secio"
+	"github.com/tendril-p2p/tendril/transport"
 )
 
 // Direction says which side dialled a session.
@@ -46,7 +46,9 @@ type Service struct {
 	log      *slog.Logger
 	registry *protocol.Registry // the protocols, for negotiation
 	secioCfg secio.Config
-	memory   *mux.Budget // MaxMemory: what every connection buffers (see MemoryUsed)
+	// transports dial and listen, the first that handles an address (Config.Transports).
+	transports []transport.Transport
+	memory     *mux.Budget // MaxMemory: what every connection buffers (see MemoryUsed)
 
 	protoMu    sync.RWMutex         // guards protocols and protoOrder (protocols.go)
 	protocols  map[string]*Protocol // by name
@@ -90,7 +92,7 @@ type Service struct {
 }
 
 type listener struct {
-	ln     net.Listener
+	ln     transport.Listener
 	addr   Addr
 	legacy bool
 }
@@ -119,7 +121,7 @@ func New(cfg Config) (*Service, error) {
 		listeners: make(map[*listener]struct{}),
 		sessions:  make(map[uint64]*Session),
 		byPeer:    make(map[secio.PeerID]*Session),
-		adm:       newAdmission(cfg.Admission, cfg.HandshakeTimeout),
+		adm:       newAdmission(cfg.Admission, cfg.HandshakeTimeout, cfg.TrustedProxies),
 		done:      make(chan struct{}),
 		overdue:   make(chan struct{}),
 	}
@@ -138,6 +140,10 @@ func New(cfg Config) (*Service, error) {
 	// The Service's Serve handler only negotiates (what serves a stream then runs on a
 	// goroutine of its own): that is all the concurrency a peer may cost it per session.
 	muxCfg.ServeConcurrency = maxNegotiating
+	s.transports = cfg.Transports
+	if s.transports == nil {
+		s.transports = s.defaultTransports()
+	}
 	s.memory = mux.NewBudget(cfg.MaxMemory, nil)
 	muxCfg.Memory = s.memory
 	s.cfg.Mux = &muxCfg

@@ -9,28 +9,29 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/tendril-p2p/tendril/mux"
 	"github.com/tendril-p2p/tendril/secio"
+	"github.com/tendril-p2p/tendril/transport"
 )
 
 // setup turns a raw connection into a registered session. The caller has admitted it (ad);
-// setup gives back what ad holds on every path where no session comes of it.
-func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect secio.PeerID, legacy bool) (*Session, error) {
+// setup gives back what ad holds on every path where no session comes of it. to is the
+// address dialled (outbound): its peer ID is verified in the handshake, and its multiaddr
+// is the session's remote address if raw's own cannot be told.
+func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, to Addr, legacy bool) (*Session, error) {
 	dir := ad.dir
-	if dir == Inbound {
-		// The Service's own bound on an inbound handshake, whatever secio's timers do: a
-		// little after HandshakeTimeout, so that secio's typed timeout normally comes first.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, s.cfg.HandshakeTimeout+handshakeSlack, secio.ErrHandshakeTimeout)
-		defer cancel()
-	}
-	if tc, ok := raw.(*net.TCPConn); ok && s.cfg.ResetOnClose {
+	if tc, ok := raw.(lingerer); ok && s.cfg.ResetOnClose {
 		_ = tc.SetLinger(0)
 	}
-	remote := addrFromNet(raw.RemoteAddr(), expect)
-	local := addrFromNet(raw.LocalAddr(), secio.PeerID{})
+	expect := to.Peer
+	remote := Addr{Transport: transport.RemoteMultiaddr(raw), Peer: expect}
+	if remote.Transport == nil {
+		remote.Transport = to.Transport
+	}
+	local := Addr{Transport: transport.LocalMultiaddr(raw)}
 	var (
 		sc  *secio.Conn
 		err error
@@ -57,29 +58,10 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect s
 	if err != nil {
 		s.release(&ad)
 		abortConn(raw)
-		typ := EventHandshakeFailed
-		switch {
-		case errors.Is(err, ErrConnectionLimit):
-			// Refused by admission when its first message arrived (the subnet's
-			// handshake rate): a refusal, as at accept, not a failed handshake.
-			typ = EventLimitReached
-		case errors.Is(err, secio.ErrPeerIDMismatch):
-			typ = EventPeerIDMismatch
-		}
-		if typ != EventLimitReached {
-			s.handshakes.failed(err)
-		}
-		err = fmt.Errorf("tendril: handshake with %s: %w", remote.Transport, err)
-		if s.logs(slog.LevelDebug) {
-			s.log.Debug("handshake failed", "addr", remote, "dir", dir.String(), "err", err)
-		}
-		ev := Event{Type: typ, Addr: remote, Peer: expect, Direction: dir, Secure: !legacy, Err: err}
 		if dir == Inbound {
-			s.emitRepeat(ev, ad.ip())
-		} else {
-			s.emit(ev)
+			return nil, s.inboundFailed(remote, ad.ip(), legacy, err)
 		}
-		return nil, err
+		return nil, s.handshakeFailed(Event{Addr: remote, Peer: expect, Direction: dir, Secure: !legacy}, err)
 	}
 	s.handshakes.completed.Add(1)
 	var ms *mux.Session
@@ -101,6 +83,47 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, expect s
 	sess.rconn = rc
 	sess.adm = ad
 	return s.register(sess)
+}
+
+// inboundFailed reports an inbound connection that came to no session before or during
+// its handshake (from ip, zero if it is not IP), coalesced per address, and returns the
+// error.
+func (s *Service) inboundFailed(remote Addr, ip netip.Addr, legacy bool, err error) error {
+	return s.handshakeFailedFrom(Event{Addr: remote, Direction: Inbound, Secure: !legacy}, ip, true, err)
+}
+
+// handshakeFailed reports an outbound handshake that failed, and returns the error.
+func (s *Service) handshakeFailed(ev Event, err error) error {
+	return s.handshakeFailedFrom(ev, netip.Addr{}, false, err)
+}
+
+func (s *Service) handshakeFailedFrom(ev Event, ip netip.Addr, coalesce bool, err error) error {
+	ev.Type = EventHandshakeFailed
+	switch {
+	case errors.Is(err, ErrConnectionLimit):
+		// Refused by admission when its first message arrived (the subnet's handshake
+		// rate) or when a trusted proxy named the client: a refusal, as at accept, not a
+		// failed handshake.
+		ev.Type = EventLimitReached
+	case errors.Is(err, ErrGated):
+		ev.Type = EventGated
+	case errors.Is(err, secio.ErrPeerIDMismatch):
+		ev.Type = EventPeerIDMismatch
+	}
+	if ev.Type == EventHandshakeFailed || ev.Type == EventPeerIDMismatch {
+		s.handshakes.failed(err)
+	}
+	err = fmt.Errorf("tendril: handshake with %s: %w", ev.Addr.Transport, err)
+	if s.logs(slog.LevelDebug) {
+		s.log.Debug("handshake failed", "addr", ev.Addr, "dir", ev.Direction.String(), "err", err)
+	}
+	ev.Err = err
+	if coalesce {
+		s.emitRepeat(ev, ip)
+	} else {
+		s.emit(ev)
+	}
+	return err
 }
 
 // recordBudget is the most a connection's record buffers may hold: a record of the

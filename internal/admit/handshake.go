@@ -143,3 +143,42 @@ func (l *Ledger) endHandshake(h *Handshake) {
 		decr(l.hsPerSubnet, Subnet(h.addr))
 	}
 }
+
+// Readdress moves t, an inbound ticket still in its handshake, to addr: a trusted proxy
+// has said on whose behalf its connection comes. The handshake keeps its slot and age;
+// its counts move to addr, which must have room under the per-address and per-subnet
+// caps (no-one is evicted for it: the client is known only now, and its handshake has
+// already taken a slot). If it has already spoken, addr's subnet is charged its rate. On
+// refusal nothing changes and the limit is named; the caller then releases t.
+func (l *Ledger) Readdress(now time.Time, t *Ticket, addr netip.Addr) Limit {
+	h := t.hs
+	if h == nil || h.ended || !t.inbound || t.counted {
+		return None
+	}
+	limited := l.limited(addr)
+	if limited {
+		if k := l.sessionCap(addr); k != None {
+			return k
+		}
+		if n := l.lim.MaxHandshakesPerIP; n > 0 && l.hsPerIP[addr] >= n {
+			return HandshakesPerIP
+		}
+		if n := l.lim.MaxHandshakesPerSubnet; n > 0 && l.hsPerSubnet[Subnet(addr)] >= n {
+			return HandshakesPerSubnet
+		}
+		if h.spoke && !l.rate.take(now, Subnet(addr)) {
+			return HandshakeRate
+		}
+	}
+	if h.limited {
+		decr(l.hsPerIP, h.addr)
+		decr(l.hsPerSubnet, Subnet(h.addr))
+	}
+	if limited {
+		l.hsPerIP[addr]++
+		l.hsPerSubnet[Subnet(addr)]++
+	}
+	h.addr, h.limited = addr, limited
+	t.addr, t.limited = addr, limited
+	return None
+}

@@ -362,3 +362,43 @@ func TestHostileSequence(t *testing.T) {
 		}
 	}
 }
+
+// TestReaddress: a trusted proxy's handshakes (exempt, on loopback) move to the clients it
+// names, where the per-address caps then count them; a client at its cap is refused
+// without changing anything; a session from a readdressed ticket counts for the client.
+func TestReaddress(t *testing.T) {
+	l := New(testLimits())
+	proxy := netip.MustParseAddr("127.0.0.1")
+	client := v4(9, 9, 9)
+	var tickets []Ticket
+	for range 3 {
+		tk, _ := mustAdmit(t, l, t0, proxy, false)
+		tickets = append(tickets, tk)
+	}
+	for i := range 2 {
+		if k := l.Readdress(t0, &tickets[i], client); k != None {
+			t.Fatalf("readdress %d: refused by %v", i, k)
+		}
+		checkCounts(t, l)
+	}
+	if k := l.Readdress(t0, &tickets[2], client); k != HandshakesPerIP {
+		t.Fatalf("third handshake for one client: %v, want %v", k, HandshakesPerIP)
+	}
+	if got := tickets[2].Addr(); got != proxy {
+		t.Fatalf("refused ticket now for %v, want it unchanged (%v)", got, proxy)
+	}
+	checkCounts(t, l)
+	if k := l.AdmitSession(&tickets[0]); k != None {
+		t.Fatalf("session: %v", k)
+	}
+	if l.perIP[client] != 1 {
+		t.Fatalf("sessions counted for the client: %d, want 1", l.perIP[client])
+	}
+	for i := range tickets {
+		l.Release(&tickets[i])
+		checkCounts(t, l)
+	}
+	if len(l.perIP) != 0 || len(l.hsPerIP) != 0 || len(l.hs) != 0 {
+		t.Fatalf("after release: perIP %v, hsPerIP %v, %d handshakes", l.perIP, l.hsPerIP, len(l.hs))
+	}
+}
