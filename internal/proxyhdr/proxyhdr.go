@@ -69,10 +69,12 @@ const maxPrefix = len(sigV2)
 //
 // Once a signature has been read, isProxy is true and prefix is nil: an invalid header
 // is an error wrapping ErrMalformed (with io.ErrUnexpectedEOF too if the stream ended in
-// it), any other read error is returned wrapped. Read makes small reads (v1 byte by byte,
-// to find its line's end without reading past it); r should not be buffered by the
-// caller beyond what Read asks for. It blocks on r's reads: the caller bounds them (a
-// read deadline on a connection).
+// it), any other read error is returned wrapped.
+//
+// Read makes small reads (the signature and a v1 line byte by byte, since nothing else
+// says where they end), so that r can be the connection itself: a buffered reader in
+// between would take the handshake's first bytes with it. It blocks on r's reads: the
+// caller bounds them (a read deadline on a connection).
 func Read(r io.Reader) (h Header, prefix []byte, isProxy bool, err error) {
 	var sig [maxPrefix]byte
 	n, v, err := readSignature(r, &sig)
