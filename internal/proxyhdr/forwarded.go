@@ -9,9 +9,8 @@ import (
 // Bounds on a forwarding chain. Each proxy on the way adds one entry, and a legitimate
 // chain has a handful; everything beyond is a client's own text.
 const (
-	// maxChainBytes bounds one header's lines, counted together: a longer header is not
-	// read at all, and the connection keeps the proxy's address (not the other header's
-	// word alone, which a client could otherwise get by padding this one).
+	// maxChainBytes bounds the text of a header that is looked at, from the right: the
+	// entries (for Forwarded, the lines) left of it are not read, as if beyond maxChain.
 	maxChainBytes = 4096
 	// maxChain bounds the entries considered, from the right.
 	maxChain = 64
@@ -35,8 +34,9 @@ const (
 //     zone, RFC 7239's "unknown" or obfuscated identifiers, an element without for=),
 //     since believing the entries beyond it would trust what no trusted proxy vouched
 //     for;
-//   - a header is longer than 4 KiB, or the 64 rightmost entries are all trusted (the
-//     leftmost is then out of reach);
+//   - the client is not within what is looked at of a header: its rightmost 4 KiB (whole
+//     lines, for Forwarded) and 64 entries; if those are all trusted and there are
+//     more, the leftmost is out of reach;
 //   - a Forwarded line that does not parse is reached before the client: its quoted
 //     strings may hold commas, so past a syntax error its elements cannot be told apart
 //     (a broken line left of the client's is the client's text, as above);
@@ -87,7 +87,6 @@ type chain struct {
 	e    [maxChain]entry
 	n    int
 	more bool // there are entries left of e[n-1]
-	bad  bool // the header is unusable as a whole
 }
 
 // entry is one hop's client address; ok is false if the entry does not give one.
@@ -98,7 +97,7 @@ type entry struct {
 
 // client walks c from the right past trusted addresses (the rule in ClientAddr).
 func (c *chain) client(trusted func(netip.Addr) bool) (netip.AddrPort, bool) {
-	if c.bad || c.n == 0 {
+	if c.n == 0 {
 		return netip.AddrPort{}, false
 	}
 	for _, e := range c.e[:c.n] {
@@ -115,42 +114,56 @@ func (c *chain) client(trusted func(netip.Addr) bool) (netip.AddrPort, bool) {
 	return c.e[c.n-1].ap, true
 }
 
-// tooLong reports whether a header's lines exceed maxChainBytes (each line counted with a
-// separator, so that many empty lines count too).
-func tooLong(lines []string) bool {
-	n := 0
-	for _, l := range lines {
-		n += len(l) + 1
-		if n > maxChainBytes {
-			return true
+// window returns the lines of a header that lie whole within its rightmost
+// maxChainBytes (each counted with one byte more, so that empty lines count too), the
+// tail of the line that straddles the bound (what of it lies within), and whether
+// anything lies beyond.
+func window(lines []string) (whole []string, partial string, cut bool) {
+	budget := maxChainBytes
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := lines[i]
+		if len(l)+1 > budget {
+			return lines[i+1:], l[len(l)-max(budget-1, 0):], true
 		}
+		budget -= len(l) + 1
 	}
-	return false
+	return lines, "", false
 }
 
 // fillXFF fills c from X-Forwarded-For lines: comma-separated entries, the lines in
-// order. It works from the right and stops after maxChain entries.
+// order. It works from the right, within the header's window, and stops after maxChain
+// entries.
 func (c *chain) fillXFF(lines []string) {
-	if tooLong(lines) {
-		c.bad = true
-		return
-	}
-	for i := len(lines) - 1; i >= 0; i-- {
-		s := lines[i]
-		for {
-			if c.n == maxChain {
-				c.more = true
-				return
-			}
-			j := strings.LastIndexByte(s, ',')
-			ap, ok := parseXFFEntry(strings.Trim(s[j+1:], " \t"))
-			c.e[c.n] = entry{ap, ok}
-			c.n++
-			if j < 0 {
-				break
-			}
-			s = s[:j]
+	whole, partial, cut := window(lines)
+	c.more = cut
+	for i := len(whole) - 1; i >= 0; i-- {
+		if !c.xffLine(whole[i]) {
+			return
 		}
+	}
+	// The straddling line's first entry in the window is cut short; those after it
+	// are whole.
+	if k := strings.IndexByte(partial, ','); k >= 0 {
+		c.xffLine(partial[k+1:])
+	}
+}
+
+// xffLine adds the entries of one line, from the right. It returns false, with c.more
+// set, if c is full before the line's end.
+func (c *chain) xffLine(s string) bool {
+	for {
+		if c.n == maxChain {
+			c.more = true
+			return false
+		}
+		j := strings.LastIndexByte(s, ',')
+		ap, ok := parseXFFEntry(strings.Trim(s[j+1:], " \t"))
+		c.e[c.n] = entry{ap, ok}
+		c.n++
+		if j < 0 {
+			return true
+		}
+		s = s[:j]
 	}
 }
 

@@ -86,10 +86,11 @@ func TestClientAddrXFF(t *testing.T) {
 		{"bracketed IPv4", proxy, hdr("X-Forwarded-For", "[192.0.2.1]"), proxy},
 		{"unclosed bracket", proxy, hdr("X-Forwarded-For", "[2001:db8::1"), proxy},
 		{"space inside", proxy, hdr("X-Forwarded-For", "192.0.2.1 6.6.6.6"), proxy},
-		{"too long", proxy, hdr("X-Forwarded-For", long), proxy},
-		{"too many lines", proxy, hdr(append(slices.Repeat([]string{"X-Forwarded-For", "6.6.6.6"}, 520), "X-Forwarded-For", "192.0.2.1")...), proxy},
-		{"many lines", proxy, hdr(append(slices.Repeat([]string{"X-Forwarded-For", "6.6.6.6"}, 400), "X-Forwarded-For", "192.0.2.1")...), ap("192.0.2.1:0")},
-		{"too long across lines", proxy, hdr("X-Forwarded-For", long[:3000], "X-Forwarded-For", "1.2.3.4, "+long[:2000]+", 5.6.7.8"), proxy},
+		{"long", proxy, hdr("X-Forwarded-For", long), ap("5.6.7.8:0")},
+		{"padded on the left of its line", proxy, hdr("X-Forwarded-For", strings.Repeat("x", 5000)+", 192.0.2.1"), ap("192.0.2.1:0")},
+		{"one huge entry", proxy, hdr("X-Forwarded-For", strings.Repeat("1", 5000)), proxy},
+		{"many lines", proxy, hdr(append(slices.Repeat([]string{"X-Forwarded-For", "6.6.6.6"}, 520), "X-Forwarded-For", "192.0.2.1")...), ap("192.0.2.1:0")},
+		{"long across lines", proxy, hdr("X-Forwarded-For", long[:3000], "X-Forwarded-For", "1.2.3.4, "+long[:2000]+", 5.6.7.8"), ap("5.6.7.8:0")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ClientAddr(tc.remote, tc.h, isTrusted); got != tc.want {
@@ -158,7 +159,9 @@ func TestClientAddrForwarded(t *testing.T) {
 		{"bad escape at the end", hdr("Forwarded", `for="\`), proxy},
 		{"control character in quotes", hdr("Forwarded", "for=\"\x01\", for=198.51.100.17"), proxy},
 		{"empty", hdr("Forwarded", ""), proxy},
-		{"too long", hdr("Forwarded", strings.Repeat("for=6.6.6.6,", maxChainBytes/12)+"for=198.51.100.17"), proxy},
+		{"line too long", hdr("Forwarded", strings.Repeat("for=6.6.6.6,", maxChainBytes/12)+"for=198.51.100.17"), proxy},
+		{"client's line too long, proxy's line", hdr("Forwarded", strings.Repeat("for=6.6.6.6,", maxChainBytes/12), "Forwarded", "for=198.51.100.17"), ap("198.51.100.17:0")},
+		{"client's line too long, then proxies", hdr("Forwarded", strings.Repeat("for=6.6.6.6,", maxChainBytes/12), "Forwarded", "for=10.0.0.3", "Forwarded", "for=10.0.0.2"), proxy},
 
 		{"both agree", hdr("X-Forwarded-For", "198.51.100.17", "Forwarded", `for="198.51.100.17:4711"`), ap("198.51.100.17:4711")},
 		{"both agree, each through its chain", hdr("X-Forwarded-For", "6.6.6.6, 198.51.100.17, 10.0.0.2", "Forwarded", "for=198.51.100.17"), ap("198.51.100.17:0")},
@@ -243,5 +246,43 @@ func TestClientAddrAllocs(t *testing.T) {
 	h := hdr("X-Forwarded-For", "6.6.6.6, 198.51.100.17, 10.0.0.2", "Forwarded", `for="[2001:db8::1]:1", for=198.51.100.17;proto=https, for=10.0.0.2`)
 	if n := testing.AllocsPerRun(100, func() { ClientAddr(proxy, h, isTrusted) }); n != 0 {
 		t.Errorf("ClientAddr allocates %v times", n)
+	}
+}
+
+// TestClientAddrWindow checks the 4 KiB window at its edge: trusted entries padded with
+// white space fill it, so that the client's entry lies just inside or just outside.
+func TestClientAddrWindow(t *testing.T) {
+	pad := "10.0.0.2" + strings.Repeat(" ", 93) // 101 bytes, 102 with its line's end
+	proxies := slices.Repeat([]string{"X-Forwarded-For", pad}, 40)
+	for _, tc := range []struct {
+		client string
+		want   netip.AddrPort
+	}{
+		{"192.0.2.1      ", ap("192.0.2.1:0")}, // 15+1 + 40*102 = 4096
+		{"192.0.2.1       ", proxy},            // 4097: only "92.0.2.1      " is within
+	} {
+		h := hdr(append([]string{"X-Forwarded-For", tc.client}, proxies...)...)
+		if got := ClientAddr(proxy, h, isTrusted); got != tc.want {
+			t.Errorf("client line of %d bytes: ClientAddr = %v, want %v", len(tc.client), got, tc.want)
+		}
+	}
+
+	// One line, cut by the window inside "61.2.3.4": the "1.2.3.4" within is not an
+	// entry, and all the whole ones are trusted.
+	right := strings.Repeat(","+pad, 40) + strings.Repeat(" ", 8)
+	line := "x,61.2.3.4" + right
+	if tail := line[len(line)-(maxChainBytes-1):]; !strings.HasPrefix(tail, "1.2.3.4,") {
+		t.Fatalf("window starts %q", tail[:10])
+	}
+	if got := ClientAddr(proxy, hdr("X-Forwarded-For", line), isTrusted); got != proxy {
+		t.Errorf("entry cut by the window: ClientAddr = %v, want %v", got, proxy)
+	}
+	if got := ClientAddr(proxy, hdr("X-Forwarded-For", line[2:len(line)-1]), isTrusted); got != ap("61.2.3.4:0") {
+		t.Errorf("entry whole in the window: ClientAddr = %v, want 61.2.3.4:0", got)
+	}
+	// The window starting just after a comma: the window alone cannot tell that its first
+	// entry is whole.
+	if got := ClientAddr(proxy, hdr("X-Forwarded-For", "x,1.2.3.4"+right), isTrusted); got != proxy {
+		t.Errorf("entry at the window's edge: ClientAddr = %v, want %v", got, proxy)
 	}
 }

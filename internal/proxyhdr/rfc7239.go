@@ -26,15 +26,12 @@ func isObfuscated(s string) bool {
 // fillForwarded fills c from Forwarded lines (RFC 7239 section 4): comma-separated
 // elements, each of ";"-separated name=value pairs, the value a token or a quoted string.
 // Quoting means a line must be read from the left; c keeps the last maxChain elements,
-// in a ring, then puts them rightmost first. A line that does not parse counts as one
-// unusable element: its own elements cannot be told apart, but a quoted string cannot
-// span lines, so the lines after it (those a proxy added, if the client sent the broken
-// one) still count.
+// in a ring, then puts them rightmost first. Only the lines whole within the header's
+// window are read. A line that does not parse counts as one unusable element: its own
+// elements cannot be told apart, but a quoted string cannot span lines, so the lines
+// after it (those a proxy added, if the client sent the broken one) still count.
 func (c *chain) fillForwarded(lines []string) {
-	if tooLong(lines) {
-		c.bad = true
-		return
-	}
+	lines, _, cut := window(lines)
 	total := 0
 	for _, l := range lines {
 		if n, ok := c.forwardedLine(l, total); ok {
@@ -50,9 +47,9 @@ func (c *chain) fillForwarded(lines []string) {
 	// The ring holds the newest k elements at its start and the older ones after them,
 	// each run left to right: reversing each run puts the whole rightmost first.
 	c.n = min(total, maxChain)
-	c.more = total > maxChain
+	c.more = cut || total > maxChain
 	k := c.n
-	if c.more {
+	if total > maxChain {
 		k = total % maxChain
 	}
 	slices.Reverse(c.e[:k])
