@@ -63,7 +63,8 @@ func (c *Conn) Write(b []byte) (int, error) {
 
 // Close closes both directions: reads and writes on this end fail with net.ErrClosed,
 // pending ones included; the peer reads what was written before, then io.EOF, and its
-// writes fail with ErrReset. Closing again returns an error wrapping net.ErrClosed.
+// writes fail with ErrReset at once (over TCP, the first would succeed and the reset
+// come back a round trip later). Closing again returns an error wrapping net.ErrClosed.
 func (c *Conn) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return c.opError("close", net.ErrClosed)

@@ -194,8 +194,8 @@ func TestCloseUnblocks(t *testing.T) {
 // re-settable after they passed.
 func TestDeadlines(t *testing.T) {
 	a, b := pair(t, Link{Buffer: 100})
-	a.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	start := time.Now()
+	a.SetReadDeadline(start.Add(20 * time.Millisecond))
 	_, err := a.Read(make([]byte, 1))
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
