@@ -96,8 +96,15 @@ func newPath(l Link) *path {
 func (p *path) arrival(now int64, n int, l *Link) int64 {
 	at := now
 	if l.Rate > 0 {
+		// n·10⁹/Rate rounded up, without adding Rate (which may be near MaxInt64) to the
+		// product: n is at most a segment, so the product fits.
+		bits := int64(n) * int64(time.Second)
+		d := bits / l.Rate
+		if bits%l.Rate != 0 {
+			d++
+		}
 		p.mu.Lock()
-		at = max(now, p.free) + (int64(n)*int64(time.Second)+l.Rate-1)/l.Rate
+		at = max(now, p.free) + d
 		p.free = at
 		p.mu.Unlock()
 	}

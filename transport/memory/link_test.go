@@ -2,6 +2,7 @@ package memory
 
 import (
 	"io"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -130,6 +131,23 @@ func TestEndTravels(t *testing.T) {
 	}
 	if d := time.Since(start); d < 30*time.Millisecond {
 		t.Fatalf("the peer's Close arrived after %v, before the link's 30 ms", d)
+	}
+}
+
+// TestArrival: the link's time is booked write after write, then the delay added; a rate
+// near the largest int64 does not overflow.
+func TestArrival(t *testing.T) {
+	l := Link{Rate: 1000, Delay: 7}
+	p := newPath(l)
+	if at := p.arrival(100, 500, &l); at != 100+5e8+7 {
+		t.Fatalf("500 bytes at 1000 B/s: arrive at %d", at)
+	}
+	if at := p.arrival(200, 1, &l); at != 100+5e8+1e6+7 {
+		t.Fatalf("a byte behind them: arrives at %d", at)
+	}
+	l = Link{Rate: math.MaxInt64}
+	if at := newPath(l).arrival(100, 64<<10, &l); at != 101 {
+		t.Fatalf("64 KiB at MaxInt64 B/s: arrive at %d, want 101", at)
 	}
 }
 
