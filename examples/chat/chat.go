@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/tendril-p2p/tendril"
@@ -107,6 +109,12 @@ type node struct {
 	run   [16]byte // drawn at start: this run's line IDs differ from any earlier run's
 	// onLine, if set, is told of every line shown (the demo counts them).
 	onLine func(origin string, text string)
+	// onPeers, if set, is told after a peer joins, introduces itself or leaves (the page
+	// redraws its list of peers). It is called without n.mu held.
+	onPeers func()
+	// bare drops the "[name] " before each line: a page shows one peer's lines only, where
+	// the demo's shared output needs to say whose they are.
+	bare bool
 }
 
 func newNode(name string, out io.Writer) *node {
@@ -118,7 +126,39 @@ func newNode(name string, out io.Writer) *node {
 func (n *node) printf(format string, args ...any) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.bare {
+		fmt.Fprintf(n.out, format+"\n", args...)
+		return
+	}
 	fmt.Fprintf(n.out, "[%s] "+format+"\n", append([]any{n.name}, args...)...)
+}
+
+// peerInfo is a connected peer as the page lists it.
+type peerInfo struct {
+	id   string // the peer ID, or the address of a legacy peer, which has none
+	nick string // empty until the peer has introduced itself (chat 1.1)
+}
+
+// connected returns the peers the chat protocol is open with, by ID.
+func (n *node) connected() []peerInfo {
+	n.mu.Lock()
+	out := make([]peerInfo, 0, len(n.peers))
+	for c, nick := range n.peers {
+		id := c.Peer().String()
+		if c.Peer().IsZero() {
+			id = peerName(c)
+		}
+		out = append(out, peerInfo{id: id, nick: nick})
+	}
+	n.mu.Unlock()
+	slices.SortFunc(out, func(a, b peerInfo) int { return strings.Compare(a.id, b.id) })
+	return out
+}
+
+func (n *node) peersChanged() {
+	if n.onPeers != nil {
+		n.onPeers()
+	}
 }
 
 func short(s string) string {
@@ -145,6 +185,7 @@ func (n *node) Connected(c *tendril.Context, version string) {
 		security = "TEA legacy mode, INSECURE: no integrity, no authentication"
 	}
 	n.printf("joined: %s at %s (%s, chat %s)", peerName(c), sess.RemoteAddr().Transport, security, version)
+	n.peersChanged()
 }
 
 // Received implements tendril.Handler.
@@ -160,6 +201,7 @@ func (n *node) Received(c *tendril.Context, b []byte) {
 			n.peers[c] = m.nick
 		}
 		n.mu.Unlock()
+		n.peersChanged()
 		return
 	}
 	n.mu.Lock()
@@ -185,6 +227,7 @@ func (n *node) Disconnected(c *tendril.Context) {
 	nick := n.peers[c]
 	delete(n.peers, c)
 	n.mu.Unlock()
+	n.peersChanged()
 	if nick != "" {
 		n.printf("left: %s (%s)", nick, peerName(c))
 		return
@@ -236,4 +279,35 @@ func (n *node) forward(m *message, from *tendril.Context) int {
 		sent++
 	}
 	return sent
+}
+
+// chatProtocol returns the chat protocol speaking the given versions, handled by n.
+func chatProtocol(n *node, versions ...string) tendril.Protocol {
+	if len(versions) == 0 {
+		versions = []string{"1.0", "1.1"}
+	}
+	return tendril.Protocol{Name: ChatProtocol, Versions: versions, Handler: n, OpenOnConnect: true}
+}
+
+// logEvents shows session-level events (failures included) until the Service closes.
+func logEvents(svc *tendril.Service, n *node) {
+	for e := range svc.Events() {
+		switch e.Type {
+		case tendril.EventSessionOpened:
+			sec := "secure"
+			if !e.Secure {
+				sec = "INSECURE legacy TEA"
+			}
+			n.printf("session %s with %s (%s)", e.Direction, e.Addr.Transport, sec)
+		case tendril.EventSessionClosed:
+			if errors.Is(e.Err, tendril.ErrPeerClosed) {
+				n.printf("session with %s closed by the peer", e.Addr.Transport)
+			} else if e.Err != nil {
+				n.printf("session with %s closed: %v", e.Addr.Transport, e.Err)
+			}
+		case tendril.EventDialFailed, tendril.EventHandshakeFailed, tendril.EventPeerIDMismatch,
+			tendril.EventNegotiationFailed, tendril.EventLimitReached:
+			n.printf("%s", e)
+		}
+	}
 }

@@ -98,14 +98,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 	return runPeer(ctx, o, stdin, stdout)
 }
 
-// chatProtocol returns the chat protocol speaking the given versions, handled by n.
-func chatProtocol(n *node, versions ...string) tendril.Protocol {
-	if len(versions) == 0 {
-		versions = []string{"1.0", "1.1"}
-	}
-	return tendril.Protocol{Name: ChatProtocol, Versions: versions, Handler: n, OpenOnConnect: true}
-}
-
 func newChatService(n *node, key *secio.PrivateKey, legacyKey []byte, versions ...string) (*tendril.Service, error) {
 	p := chatProtocol(n, versions...)
 	cfg := tendril.Config{PrivateKey: key}
@@ -209,29 +201,6 @@ func runPeer(ctx context.Context, o *options, stdin io.Reader, stdout io.Writer)
 			if line = strings.TrimSpace(line); line != "" && n.say(line) == 0 {
 				n.printf("no peer connected: line not sent")
 			}
-		}
-	}
-}
-
-// logEvents shows session-level events (failures included) until the Service closes.
-func logEvents(svc *tendril.Service, n *node) {
-	for e := range svc.Events() {
-		switch e.Type {
-		case tendril.EventSessionOpened:
-			sec := "secure"
-			if !e.Secure {
-				sec = "INSECURE legacy TEA"
-			}
-			n.printf("session %s with %s (%s)", e.Direction, e.Addr.Transport, sec)
-		case tendril.EventSessionClosed:
-			if errors.Is(e.Err, tendril.ErrPeerClosed) {
-				n.printf("session with %s closed by the peer", e.Addr.Transport)
-			} else if e.Err != nil {
-				n.printf("session with %s closed: %v", e.Addr.Transport, e.Err)
-			}
-		case tendril.EventDialFailed, tendril.EventHandshakeFailed, tendril.EventPeerIDMismatch,
-			tendril.EventNegotiationFailed, tendril.EventLimitReached:
-			n.printf("%s", e)
 		}
 	}
 }
