@@ -1,12 +1,21 @@
+//go:build !js
+
 // Command chat is a peer-to-peer chat over tendril.
 //
 //	go run ./examples/chat -demo                              # several peers in one process
 //	go run ./examples/chat -listen /ip4/127.0.0.1/tcp/0       # prints its full address
 //	go run ./examples/chat -dial /ip4/127.0.0.1/tcp/PORT/p2p/PEERID -name bob
+//	go run ./examples/chat -web 127.0.0.1:8080 -name alice     # and open http://127.0.0.1:8080/
 //
 // Lines typed on stdin go to every connected peer and are relayed once by each peer, so in a
 // chain A-B-C a line typed at A reaches C. -key FILE keeps an identity between runs;
 // -legacy-tea KEYHEX speaks the insecure TEA legacy mode instead of secio.
+//
+// -web HOST:PORT also serves a browser peer there: a page that runs this same chat,
+// compiled to WebAssembly, and dials this node over a WebSocket on that port (the node's
+// address there is /ip4/HOST/tcp/PORT/ws/p2p/ID, which native peers may dial too). The
+// wasm binary is built when the node starts (web.go), so -web needs the Go toolchain,
+// which `go run` implies; browser.go is the browser peer's main.
 package main
 
 import (
@@ -52,6 +61,7 @@ type options struct {
 	demo      bool
 	peers     int
 	legacyKey []byte
+	web       string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -64,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.name, "name", "", "nick shown to others (default: from the peer ID)")
 	fs.BoolVar(&o.demo, "demo", false, "run several peers in this process on loopback and check every line arrives")
 	fs.IntVar(&o.peers, "peers", 4, "number of peers for -demo")
+	fs.StringVar(&o.web, "web", "", "also serve the browser peer on this HOST:PORT (the page, its wasm built at start with the Go toolchain, and this node's WebSocket listener), e.g. 127.0.0.1:8080")
 	legacy := fs.String("legacy-tea", "", "speak the INSECURE TEA legacy mode with this 16-byte key (32 hex digits)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -81,8 +92,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.demo && o.peers < 2 {
 		return nil, fmt.Errorf("-peers must be at least 2")
 	}
-	if !o.demo && o.listen == "" && len(o.dials) == 0 {
-		return nil, fmt.Errorf("nothing to do: give -listen, -dial or -demo (-h for help)")
+	if o.web != "" && (o.demo || o.legacyKey != nil) {
+		return nil, fmt.Errorf("-web serves a browser peer, which speaks secio only: it goes with neither -demo nor -legacy-tea")
+	}
+	if !o.demo && o.listen == "" && len(o.dials) == 0 && o.web == "" {
+		return nil, fmt.Errorf("nothing to do: give -listen, -dial, -web or -demo (-h for help)")
 	}
 	return o, nil
 }
@@ -127,6 +141,15 @@ func runPeer(ctx context.Context, o *options, stdin io.Reader, stdout io.Writer)
 		}
 		key = k
 	}
+	var bp *browserPeer
+	if o.web != "" {
+		// Built first: the step most likely to fail, before the node announces anything.
+		b, err := buildBrowserPeer(ctx, stdout)
+		if err != nil {
+			return err
+		}
+		bp = b
+	}
 	n := newNode(o.name, stdout)
 	svc, err := newChatService(n, key, o.legacyKey)
 	if err != nil {
@@ -157,6 +180,19 @@ func runPeer(ctx context.Context, o *options, stdin io.Reader, stdout io.Writer)
 			return err
 		}
 		fmt.Fprintf(stdout, "listening on %s\n", bound)
+	}
+	if bp != nil {
+		w, err := serveWeb(svc, o.web, bp)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := w.close(); err != nil {
+				n.printf("web server: %v", err)
+			}
+		}()
+		fmt.Fprintf(stdout, "listening on %s\n", w.addr)
+		fmt.Fprintf(stdout, "browser peer: open %s\n", w.url)
 	}
 	for _, d := range o.dials {
 		a, err := tendril.ParseAddr(d)
