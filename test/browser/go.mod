@@ -1,0 +1,13 @@
+module github.com/tendril-p2p/tendril/test/browser
+
+go 1.26.0
+
+replace github.com/tendril-p2p/tendril => ../..
+
+require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
+	github.com/tendril-p2p/tendril v0.0.0
+)
+
+require github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
