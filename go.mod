@@ -3,6 +3,7 @@ module github.com/tendril-p2p/tendril
 go 1.26.0
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/hashicorp/yamux v0.1.2
 	github.com/mr-tron/base58 v1.2.0
 	github.com/multiformats/go-multiaddr v0.16.1
