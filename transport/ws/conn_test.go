@@ -260,6 +260,20 @@ func TestWriteDeadline(t *testing.T) {
 						break
 					}
 				}
+				// Writes that time out again take a message only once what was cut off has
+				// gone out: what is held back stays within one message.
+				for range 40 {
+					c.SetWriteDeadline(time.Now().Add(5 * time.Millisecond))
+					n, err := c.Write(chunk)
+					h.Write(chunk[:n])
+					total += n
+					if err != nil && !isTimeoutErr(err) {
+						t.Fatalf("write while the last one's rest is stuck: %v, want a timeout", err)
+					}
+				}
+				if w := c.(*Conn).wire; w.pend != nil && len(*w.pend) > len(chunk)+14+2*131 {
+					t.Fatalf("%d bytes held back, more than a message", len(*w.pend))
+				}
 				c.SetWriteDeadline(time.Time{})
 				if strings.HasPrefix(addr[strings.Index(addr, "/tcp/0")+6:], "/wss") {
 					if _, err := c.Write([]byte("x")); err == nil {

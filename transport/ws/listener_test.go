@@ -154,6 +154,7 @@ func TestEarlyFrames(t *testing.T) {
 		t.Fatal(u.err)
 	}
 	defer u.conn.Close()
+	u.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	got := make([]byte, 5)
 	if _, err := io.ReadFull(u.conn, got); err != nil || string(got) != "early" {
 		t.Fatalf("read %q, %v", got, err)
