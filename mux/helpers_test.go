@@ -15,12 +15,15 @@ import (
 	"time"
 
 	"github.com/tendril-p2p/tendril/internal/testutil"
+	"github.com/tendril-p2p/tendril/internal/testutil/pairs"
 )
 
-// transports runs f over net.Pipe and over loopback TCP.
+// transports runs f over each of pairs.All: net.Pipe, loopback TCP, WebSocket and
+// the in-memory transport.
 func transports(t *testing.T, f func(t *testing.T, newPair func() (net.Conn, net.Conn))) {
-	t.Run("pipe", func(t *testing.T) { f(t, func() (net.Conn, net.Conn) { return net.Pipe() }) })
-	t.Run("tcp", func(t *testing.T) { f(t, func() (net.Conn, net.Conn) { return testutil.TCPPair(t) }) })
+	for _, p := range pairs.All {
+		t.Run(p.Name, func(t *testing.T) { f(t, func() (net.Conn, net.Conn) { return p.New(t) }) })
+	}
 }
 
 // sessionPairs runs f on each transport, with a client session configured by ccfg and a

@@ -7,21 +7,25 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tendril-p2p/tendril/internal/testutil"
+	"github.com/tendril-p2p/tendril/internal/testutil/pairs"
 )
 
 // The helpers of the package's tests: connection pairs, a concurrent Accept, a Write
 // recorder and the check of a refusal.
 
-// transports runs f over net.Pipe and over loopback TCP.
+// transports runs f over each of pairs.All: net.Pipe, loopback TCP, WebSocket and
+// the in-memory transport.
 func transports(t *testing.T, f func(t *testing.T, a, b net.Conn)) {
-	t.Run("pipe", func(t *testing.T) {
-		a, b := net.Pipe()
-		defer a.Close()
-		defer b.Close()
-		f(t, a, b)
-	})
-	t.Run("tcp", func(t *testing.T) { overTCP(t, f) })
+	for _, p := range pairs.All {
+		t.Run(p.Name, func(t *testing.T) { overPair(t, p.New, f) })
+	}
+}
+
+func overPair(t *testing.T, pair func(testing.TB) (net.Conn, net.Conn), f func(t *testing.T, a, b net.Conn)) {
+	a, b := pair(t)
+	defer a.Close()
+	defer b.Close()
+	f(t, a, b)
 }
 
 // acceptResult is what an Accept returned.
@@ -55,13 +59,15 @@ func (c *writeCounter) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// overTCP runs f over loopback TCP. The lazy tests need it: the opener's first Write and
-// the acceptor's answer cross, which an unbuffered net.Pipe cannot carry.
-func overTCP(t *testing.T, f func(t *testing.T, a, b net.Conn)) {
-	a, b := testutil.TCPPair(t)
-	defer a.Close()
-	defer b.Close()
-	f(t, a, b)
+// overBuffered runs f over each buffered transport (all of pairs.All but net.Pipe). The
+// lazy tests need one: the opener's first Write and the acceptor's answer cross, which an
+// unbuffered net.Pipe cannot carry.
+func overBuffered(t *testing.T, f func(t *testing.T, a, b net.Conn)) {
+	for _, p := range pairs.All {
+		if p.Name != "pipe" {
+			t.Run(p.Name, func(t *testing.T) { overPair(t, p.New, f) })
+		}
+	}
 }
 
 // wantRefused fails the test unless err is a *RefusedError with code and, where reason is

@@ -23,7 +23,7 @@ func lazyRegistry(t *testing.T) *Registry {
 // TestNegotiateLazyEcho: the request and the first data leave in one Write, and the first
 // Read returns the acceptor's data after its answer.
 func TestNegotiateLazyEcho(t *testing.T) {
-	overTCP(t, func(t *testing.T, a, b net.Conn) {
+	overBuffered(t, func(t *testing.T, a, b net.Conn) {
 		reg := lazyRegistry(t)
 		done := make(chan error, 1)
 		go func() {
@@ -62,7 +62,7 @@ func TestNegotiateLazyEcho(t *testing.T) {
 
 // TestNegotiateLazyRefused: a refusal is the first Read's error, and every later call's.
 func TestNegotiateLazyRefused(t *testing.T) {
-	overTCP(t, func(t *testing.T, a, b net.Conn) {
+	overBuffered(t, func(t *testing.T, a, b net.Conn) {
 		reg := lazyRegistry(t)
 		go func() {
 			Accept(context.Background(), b, reg)
