@@ -102,6 +102,7 @@ func goodPeerRoundTrip(t *testing.T, srv *Service, box *checker, addr Addr) {
 // (the per-IP cap stops them at 8) and from 40 IPs (the high watermark trims the oldest idle
 // ones); a good peer still gets in and round-trips within 2 s, and the node dials out.
 func TestAdmissionIdleSybils(t *testing.T) {
+	needTCP(t)
 	for _, spread := range []bool{false, true} {
 		t.Run(map[bool]string{false: "one-ip", true: "many-ips"}[spread], func(t *testing.T) {
 			checkNoLeaks(t)
@@ -139,6 +140,7 @@ func TestAdmissionIdleSybils(t *testing.T) {
 // take the oldest's). A good peer from another /24 gets in within 2 s, and the node dials
 // out.
 func TestAdmissionSilentSockets(t *testing.T) {
+	needTCP(t)
 	spreads := []struct {
 		name  string
 		ip    func(i int) net.IP
@@ -199,6 +201,7 @@ func TestAdmissionSilentSockets(t *testing.T) {
 // before the handshake with a typed error, and the high watermark trims idle sessions but
 // never protected ones nor ones with a protocol open.
 func TestAdmissionLimits(t *testing.T) {
+	needTCP(t)
 	t.Run("outbound-separate", func(t *testing.T) {
 		srv := newService(t, Config{Admission: Admission{MaxInbound: 2, MaxOutbound: 1, HighWater: -1}})
 		addr := listen(t, srv)
@@ -336,6 +339,7 @@ func (g *banGater) GatePeer(_ Direction, id secio.PeerID, _ netip.AddrPort) erro
 // TestGater: a banned address is reset before the handshake, a banned peer is closed after
 // it (inbound) or its Dial fails (outbound); both with EventGated wrapping ErrGated.
 func TestGater(t *testing.T) {
+	needTCP(t)
 	g := &banGater{ip: netip.MustParseAddr("127.0.2.9")}
 	srv := newService(t, Config{Admission: Admission{Gater: g}})
 	log := collectEvents(srv)
@@ -362,6 +366,7 @@ func TestGater(t *testing.T) {
 
 // TestAdmissionConfigValidate: bad admission settings wrap ErrInvalidConfig.
 func TestAdmissionConfigValidate(t *testing.T) {
+	needTCP(t)
 	bad := []Config{
 		{Admission: Admission{MaxInbound: -1}},
 		{Admission: Admission{MaxInboundPerIP: -2}},
@@ -396,6 +401,7 @@ func TestAdmissionConfigValidate(t *testing.T) {
 // *LimitError. After that it passes reads through, and deadlines and CloseWrite reach the
 // socket.
 func TestHelloConn(t *testing.T) {
+	needTCP(t)
 	srv := newService(t, Config{Admission: Admission{Unlimited: []netip.Prefix{}, HandshakeRate: 1, HandshakeBurst: 1}})
 	silent := func(ad *admitted) bool {
 		srv.mu.Lock()

@@ -15,6 +15,7 @@ import (
 // way carries an ML-KEM-768 share (the encapsulation key up, the ciphertext
 // down).
 func TestCaptureHidesIdentities(t *testing.T) {
+	needTCP(t)
 	const proto = "/capture"
 	got := make(chan []byte, 2)
 	h := HandlerFuncs{OnReceived: func(c *Context, msg []byte) { got <- bytes.Clone(msg) }}

@@ -27,7 +27,7 @@ func TestDialReadyForSend(t *testing.T) {
 	b := newService(t, Config{Protocols: []Protocol{proto}})
 	addr := listen(t, b)
 	for i := range 20 {
-		a, err := New(Config{Protocols: []Protocol{proto}})
+		a, err := New(testConfig(Config{Protocols: []Protocol{proto}}))
 		if err != nil {
 			t.Fatal(err)
 		}

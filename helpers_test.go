@@ -2,6 +2,7 @@ package tendril
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -21,6 +22,9 @@ import (
 	"github.com/tendril-p2p/tendril/internal/testutil"
 	"github.com/tendril-p2p/tendril/secio"
 	"github.com/tendril-p2p/tendril/transport"
+	"github.com/tendril-p2p/tendril/transport/memory"
+	"github.com/tendril-p2p/tendril/transport/tcp"
+	"github.com/tendril-p2p/tendril/transport/ws"
 )
 
 // The helpers of the package's tests: services on loopback, an inbox handler, the event
@@ -28,6 +32,31 @@ import (
 // reliability tests' checker handler and leak checks.
 
 var loopbackAddr = MustParseAddr("/ip4/127.0.0.1/tcp/0")
+
+// The transport the package's tests listen on (listen, newService):
+// TENDRIL_TEST_TRANSPORT=tcp (the default), ws or memory, so that one suite runs over each
+// (.ci/run runs it over all three). Tests about TCP itself (raw sockets, per-IP admission)
+// listen on TCP whatever it says (listenTCP); under ws and memory, tests that need TCP
+// and cannot say so skip (needTCP).
+var (
+	testTransport = cmp.Or(os.Getenv("TENDRIL_TEST_TRANSPORT"), "tcp")
+	testListen    = map[string]Addr{
+		"tcp":    loopbackAddr,
+		"ws":     MustParseAddr("/ip4/127.0.0.1/tcp/0/ws"),
+		"memory": MustParseAddr("/memory/0"),
+	}[testTransport]
+	// testNetwork is the in-memory network every Service of the tests joins (unshaped).
+	testNetwork = memory.NewNetwork(memory.NetworkConfig{})
+)
+
+// needTCP skips a test that only makes sense over TCP when the suite runs over another
+// transport.
+func needTCP(t testing.TB) {
+	t.Helper()
+	if testTransport != "tcp" {
+		t.Skipf("a TCP test; the suite runs over %s", testTransport)
+	}
+}
 
 // eventually reports whether cond becomes true within timeout. It checks cond at once, then
 // each time changed has a value (nil: never) and every poll in between.
@@ -109,9 +138,18 @@ func (b *inbox) waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// testConfig gives cfg, if it names no transports, TCP and WebSocket as by default and a
+// host on the tests' in-memory network.
+func testConfig(cfg Config) Config {
+	if cfg.Transports == nil {
+		cfg.Transports = []transport.Transport{tcp.New(nil), ws.New(nil), testNetwork.NewTransport()}
+	}
+	return cfg
+}
+
 func newService(t testing.TB, cfg Config) *Service {
 	t.Helper()
-	svc, err := New(cfg)
+	svc, err := New(testConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +158,40 @@ func newService(t testing.TB, cfg Config) *Service {
 }
 
 func listen(t testing.TB, svc *Service) Addr {
+	t.Helper()
+	if testListen.IsZero() {
+		t.Fatalf("TENDRIL_TEST_TRANSPORT=%s: want tcp, ws or memory", testTransport)
+	}
+	a, err := svc.Listen(context.Background(), testListen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// dialTest dials addr with the suite's transport, as a raw connection.
+func dialTest(t testing.TB, addr Addr) net.Conn {
+	t.Helper()
+	var tr transport.Transport
+	switch testTransport {
+	case "memory":
+		tr = testNetwork.NewTransport()
+	case "ws":
+		tr = ws.New(nil)
+	default:
+		tr = tcp.New(nil)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := tr.Dial(ctx, addr.Transport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// listenTCP is listen on TCP, whatever the suite's transport.
+func listenTCP(t testing.TB, svc *Service) Addr {
 	t.Helper()
 	a, err := svc.Listen(context.Background(), loopbackAddr)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 )
 
 func TestKeepAliveClosesSilentPeer(t *testing.T) {
+	needTCP(t)
 	muxCfg := mux.DefaultConfig()
 	muxCfg.KeepAliveInterval = 100 * time.Millisecond
 	muxCfg.ConnectionWriteTimeout = 300 * time.Millisecond

@@ -20,6 +20,7 @@ import (
 // TestResetOnClose: with ResetOnClose the peer sees the connection reset when the session
 // closes; without it, an orderly end of stream.
 func TestResetOnClose(t *testing.T) {
+	needTCP(t)
 	for _, tc := range []struct {
 		reset bool
 		want  error
@@ -148,7 +149,7 @@ func TestServiceCloseWithStuckHandler(t *testing.T) {
 					<-release
 				})}
 			}
-			b, err := New(Config{Protocols: []Protocol{stuck}, ShutdownTimeout: time.Second})
+			b, err := New(testConfig(Config{Protocols: []Protocol{stuck}, ShutdownTimeout: time.Second}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,6 +182,7 @@ func TestServiceCloseWithStuckHandler(t *testing.T) {
 // (ErrPeerClosed) from one whose connection is lost (here: closed with a TCP reset and no
 // close record), in Session.Err and in the event.
 func TestPeerCloseIsNotConnectionLost(t *testing.T) {
+	needTCP(t)
 	for _, reset := range []bool{false, true} {
 		box := newInbox()
 		b := newService(t, Config{Protocols: []Protocol{echoProto("/p", box)}, ResetOnClose: reset})
@@ -242,7 +244,7 @@ func TestDroppedSessionsEndHandlers(t *testing.T) {
 		drop func(p *rawPeer)
 	}{
 		{"close-8", 8, func(p *rawPeer) { p.tcp.Close() }},
-		{"reset-8", 8, func(p *rawPeer) { p.tcp.SetLinger(0); p.tcp.Close() }},
+		{"reset-8", 8, func(p *rawPeer) { abortConn(p.tcp) }},
 		{"silent-8", 8, func(p *rawPeer) { p.gate.stopReading() }}, // pings go unanswered
 		{fmt.Sprintf("close-%d", big), big, func(p *rawPeer) { p.tcp.Close() }},
 	}

@@ -515,6 +515,7 @@ func (l *burstListener) Upgrade(_ context.Context, c net.Conn) (net.Conn, error)
 // the accept loop saw its message, so it had spoken from the start, and the evictions the
 // burst makes all fall on silent sockets. Without that look it is the first evicted.
 func TestAdmissionAcceptBurst(t *testing.T) {
+	needTCP(t)
 	checkNoLeaks(t)
 	srv := newService(t, floodConfig())
 	log := collectEvents(srv)

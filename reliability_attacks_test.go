@@ -159,6 +159,7 @@ func (a *rawAttacker) sync(t *testing.T) {
 // within 3 s, and the node opens a protocol to a third peer. Before, every SYN reserved a
 // whole initial window (272 KiB) for 15 s: 17 sessions locked the 1 GiB shared budget.
 func TestAttackBareSYNs(t *testing.T) {
+	needTCP(t)
 	for _, n := range []int{17, 64} {
 		t.Run(fmt.Sprintf("%d sessions", n), func(t *testing.T) {
 			if raceEnabled && n > 17 {
@@ -423,6 +424,7 @@ func (p *rawPeer) negotiate(t *testing.T, name string) *mux.Stream {
 // serves a good peer meanwhile. Before: the whole record's buffer at once, outside any
 // budget (1.5 MiB per connection by default, 24 MiB at 16 MiB frames).
 func TestAttackLengthPrefixes(t *testing.T) {
+	needTCP(t)
 	for _, frame := range []int{0, secio.MaxFrameSizeLimit} {
 		t.Run(fmt.Sprintf("MaxFrameSize %d", frame), func(t *testing.T) {
 			checkNoLeaks(t)

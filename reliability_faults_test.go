@@ -119,6 +119,7 @@ func faultCases() []faultCase {
 }
 
 func TestFaultMatrix(t *testing.T) {
+	needTCP(t)
 	for _, fc := range faultCases() {
 		for _, ph := range []phase{phaseHandshake, phaseNegotiation, phaseData} {
 			for _, dir := range []faultnet.Direction{faultnet.Up, faultnet.Down} {

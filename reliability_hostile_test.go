@@ -89,11 +89,14 @@ func (g *goodPeer) chat(t *testing.T, n int) {
 	g.box.assertClean(t)
 }
 
-func dialTCP(t *testing.T, addr Addr) *net.TCPConn { return dialTCPFrom(t, addr, "") }
+func dialTCP(t *testing.T, addr Addr) net.Conn { return dialTCPFrom(t, addr, "") }
 
 // dialTCPFrom dials addr from the loopback address src ("": the system's choice).
-func dialTCPFrom(t *testing.T, addr Addr, src string) *net.TCPConn {
+func dialTCPFrom(t *testing.T, addr Addr, src string) net.Conn {
 	t.Helper()
+	if src == "" && testTransport != "tcp" {
+		return dialTest(t, addr)
+	}
 	_, hp, err := addr.hostPort()
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +109,7 @@ func dialTCPFrom(t *testing.T, addr Addr, src string) *net.TCPConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.(*net.TCPConn)
+	return c
 }
 
 // waitClosedByPeer reads from c until the peer closes it (EOF or reset), within timeout.
@@ -128,10 +131,11 @@ func isHandshakeFailure(want error) func(Event) bool {
 // nothing, 100 trickle a ClientHello one byte per second); a good peer still connects and chats,
 // and the server closes every slow connection when its handshake timeout expires.
 func TestHostileSlowloris(t *testing.T) {
+	needTCP(t)
 	const slow, trickle = 500, 100
 	srv, box, log, addr := hostileService(t, func(cfg *Config) { cfg.MaxConnections = slow + 10 })
 
-	conns := make([]*net.TCPConn, slow)
+	conns := make([]net.Conn, slow)
 	for i := range conns {
 		conns[i] = dialTCP(t, addr)
 	}
@@ -177,6 +181,7 @@ func TestHostileSlowloris(t *testing.T) {
 // 4 GiB claimed) are refused as invalid handshake messages, without allocating what they
 // claim, while a good peer keeps chatting.
 func TestHostileBytesBeforeHandshake(t *testing.T) {
+	needTCP(t)
 	srv, box, log, addr := hostileService(t, nil)
 	g := newGoodPeer(t, srv, box, addr)
 
@@ -223,7 +228,7 @@ func TestHostileBytesBeforeHandshake(t *testing.T) {
 // rawPeer is a hand-driven client: a real secio handshake over a TCP connection whose
 // reading can be stopped, optionally a mux session on top.
 type rawPeer struct {
-	tcp  *net.TCPConn
+	tcp  net.Conn // TCP, or the suite's transport
 	gate *gateConn
 	sc   *secio.Conn
 	ms   *mux.Session

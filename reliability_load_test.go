@@ -133,7 +133,7 @@ func TestLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for i := range conns {
-		c, err := New(Config{Protocols: loadProtocols(p), EventBuffer: 4})
+		c, err := New(testConfig(Config{Protocols: loadProtocols(p), EventBuffer: 4}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +240,7 @@ func TestSoak(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c, err := New(Config{Protocols: loadProtocols(p), EventBuffer: 4})
+				c, err := New(testConfig(Config{Protocols: loadProtocols(p), EventBuffer: 4}))
 				if err != nil {
 					t.Error(err)
 					return
@@ -325,6 +325,7 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
 // stream 3,856), and the heap and stacks per idle session and per idle stream are
 // reported (both ends together; the peers are raw secio + mux clients).
 func TestIdleSessionsAndStreams(t *testing.T) {
+	needTCP(t)
 	n := 9000
 	if raceEnabled || testing.Short() {
 		n = 300

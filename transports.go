@@ -12,12 +12,14 @@ import (
 	"github.com/tendril-p2p/tendril/secio"
 	"github.com/tendril-p2p/tendril/transport"
 	"github.com/tendril-p2p/tendril/transport/tcp"
+	"github.com/tendril-p2p/tendril/transport/ws"
 )
 
 // defaultTransports is what a Service uses when Config.Transports is nil.
 func (s *Service) defaultTransports() []transport.Transport {
 	return []transport.Transport{
 		tcp.New(&tcp.Config{KeepAlive: s.tcpKeepAlive()}),
+		ws.New(&ws.Config{KeepAlive: s.tcpKeepAlive()}),
 	}
 }
 

@@ -5,14 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	ma "github.com/multiformats/go-multiaddr"
+
 	"github.com/tendril-p2p/tendril/secio"
 	"github.com/tendril-p2p/tendril/transport"
+	"github.com/tendril-p2p/tendril/transport/memory"
 )
 
 // TestDialUnsupported: an address no transport handles is refused by Dial and Listen with
@@ -151,6 +159,7 @@ func proxied(t *testing.T, dialer *Service, addr Addr, client string, port int) 
 // still gets in; the session reports the client's address. From an untrusted address, the
 // same header is not believed: it is read as the handshake, which fails.
 func TestTrustedProxyHeader(t *testing.T) {
+	needTCP(t)
 	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	srv := newService(t, Config{TrustedProxies: trusted})
 	log := collectEvents(srv)
@@ -184,5 +193,152 @@ func TestTrustedProxyHeader(t *testing.T) {
 	plain := newService(t, Config{})
 	if _, err := proxied(t, newService(t, Config{}), listen(t, plain), "203.0.113.9", 40300); err == nil {
 		t.Fatal("an untrusted PROXY header was accepted as part of a handshake")
+	}
+}
+
+// TestMemoryNetwork50: 50 nodes in one process on the in-memory transport, 25 ms one-way
+// links: each dials three others and exchanges requests with them, and the round trips
+// measured (a request and its reply: one round trip) match the configured delay within
+// 10%.
+func TestMemoryNetwork50(t *testing.T) {
+	const (
+		nodes = 50
+		delay = 25 * time.Millisecond
+		rtt   = 2 * delay
+	)
+	network := memory.NewNetwork(memory.NetworkConfig{Link: memory.Link{Delay: delay}})
+	echo := Protocol{Name: "/echo", Versions: []string{"1"}, RequestHandler: RequestHandlerFunc(func(_ *Context, req []byte) ([]byte, error) {
+		return req, nil
+	})}
+	svcs := make([]*Service, nodes)
+	addrs := make([]Addr, nodes)
+	for i := range svcs {
+		svcs[i] = newService(t, Config{Transports: []transport.Transport{network.NewTransport()}, Protocols: []Protocol{echo}})
+		a, err := svcs[i].Listen(context.Background(), MustParseAddr("/memory/0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = a
+	}
+	var (
+		mu    sync.Mutex
+		times []time.Duration
+		wg    sync.WaitGroup
+	)
+	for i := range svcs {
+		for _, step := range []int{1, 7, 19} {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				sess, err := svcs[i].Dial(ctx, addrs[(i+step)%nodes])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for range 4 {
+					start := time.Now()
+					reply, err := sess.Request(ctx, "/echo", []byte("ping"))
+					d := time.Since(start)
+					if err != nil || string(reply) != "ping" {
+						t.Errorf("request: %q, %v", reply, err)
+						return
+					}
+					mu.Lock()
+					times = append(times, d)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	slices.Sort(times)
+	median := times[len(times)/2]
+	t.Logf("%d requests over %d sessions: round trip min %v, median %v, max %v (links %v one way)",
+		len(times), nodes*3, times[0], median, times[len(times)-1], delay)
+	if median < rtt || median > rtt+rtt/10 {
+		t.Fatalf("median round trip %v, want %v within 10%%", median, rtt)
+	}
+	if times[0] < rtt {
+		t.Fatalf("a round trip of %v, shorter than the links allow (%v)", times[0], rtt)
+	}
+}
+
+// forwardingProxy is an httputil.ReverseProxy on loopback in front of a WebSocket
+// listener at target, which says every request comes from client (X-Forwarded-For). It
+// returns the proxy's address for a dialer, with the listener's peer ID.
+func forwardingProxy(t *testing.T, target Addr, client string) Addr {
+	t.Helper()
+	_, hp, rest, ok := transport.HostPort(target.Transport)
+	if !ok || len(rest) != 1 || rest[0].Code() != ma.P_WS {
+		t.Fatalf("%s is not a WebSocket address", target)
+	}
+	to, _ := url.Parse("http://" + hp)
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(to)
+		r.Out.Header.Set("X-Forwarded-For", client)
+	}}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return MustParseAddr("/ip4/127.0.0.1/tcp/" + u.Port() + "/ws").WithPeer(target.Peer)
+}
+
+// TestTrustedProxyForwardedFor: a WebSocket listener behind an httputil.ReverseProxy on
+// loopback. With the proxy trusted, the per-IP cap applies to the address in
+// X-Forwarded-For: the ninth session from one forwarded address is refused, and sessions
+// report it; with the proxy untrusted, the header changes nothing (every session is the
+// proxy's, from loopback, which Admission.Unlimited exempts).
+func TestTrustedProxyForwardedFor(t *testing.T) {
+	dialVia := func(addr Addr) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := newService(t, Config{}).Dial(ctx, addr)
+		return err
+	}
+	ws := MustParseAddr("/ip4/127.0.0.1/tcp/0/ws")
+
+	srv := newService(t, Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	at, err := srv.Listen(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	via := forwardingProxy(t, at, "203.0.113.9")
+	for i := range DefaultMaxInboundPerIP {
+		if err := dialVia(via); err != nil {
+			t.Fatalf("session %d through the trusted proxy: %v", i, err)
+		}
+	}
+	waitUntil(t, "the listener's sessions", func() bool { return len(srv.Sessions()) == DefaultMaxInboundPerIP })
+	for _, s := range srv.Sessions() {
+		if got := s.RemoteAddr().Transport.String(); !strings.HasPrefix(got, "/ip4/203.0.113.9/") {
+			t.Fatalf("session's remote address %s, want the forwarded client's", got)
+		}
+	}
+	if err := dialVia(via); err == nil {
+		t.Fatal("a ninth session from one forwarded address was admitted")
+	}
+	if err := dialVia(forwardingProxy(t, at, "198.51.100.1")); err != nil {
+		t.Fatalf("another forwarded client: %v", err)
+	}
+
+	plain := newService(t, Config{})
+	at, err = plain.Listen(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	via = forwardingProxy(t, at, "203.0.113.9")
+	for i := range DefaultMaxInboundPerIP + 2 {
+		if err := dialVia(via); err != nil {
+			t.Fatalf("session %d through an untrusted proxy: %v", i, err)
+		}
+	}
+	waitUntil(t, "the listener's sessions", func() bool { return len(plain.Sessions()) == DefaultMaxInboundPerIP+2 })
+	for _, s := range plain.Sessions() {
+		if got := s.RemoteAddr().Transport.String(); !strings.HasPrefix(got, "/ip4/127.0.0.1/") {
+			t.Fatalf("untrusted proxy: session's remote address %s, want the proxy's", got)
+		}
 	}
 }
