@@ -34,6 +34,7 @@ import (
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/cipher/aead"
 	"github.com/tendril-p2p/tendril/internal/loopback"
+	tpt "github.com/tendril-p2p/tendril/transport"
 )
 
 // streamWindow is the fixed stream window of the hashicorp/yamux transports: tendril's own
@@ -87,8 +88,9 @@ type transportSpec struct {
 // transports returns every transport compared, tendril first.
 func transports() []transportSpec {
 	return []transportSpec{
-		{"tendril AES-128-GCM", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.AES128GCM) }},
-		{"tendril ChaCha20-Poly1305", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.ChaCha20Poly1305) }},
+		{"tendril AES-128-GCM", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.AES128GCM, tcpListen) }},
+		{"tendril ChaCha20-Poly1305", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.ChaCha20Poly1305, tcpListen) }},
+		{"tendril over WebSocket", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.AES128GCM, wsListen) }},
 		{"crypto/tls 1.3 + yamux", true, func(ctx context.Context) (server, error) { return startStd(ctx, true, true) }},
 		{"go-libp2p Noise + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "noise") }},
 		{"go-libp2p TLS + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "tls") }},
@@ -142,12 +144,18 @@ func tendrilConfig(suite aead.Suite) tendril.Config {
 	}
 }
 
-func startTendril(ctx context.Context, suite aead.Suite) (server, error) {
+// Where a tendril server listens: TCP, or WebSocket (AES-128-GCM inside either).
+var (
+	tcpListen = tendril.MustParseAddr("/ip4/127.0.0.1/tcp/0")
+	wsListen  = tendril.MustParseAddr("/ip4/127.0.0.1/tcp/0/ws")
+)
+
+func startTendril(ctx context.Context, suite aead.Suite, at tendril.Addr) (server, error) {
 	srv, err := tendril.New(tendrilConfig(suite))
 	if err != nil {
 		return nil, err
 	}
-	addr, err := srv.Listen(ctx, tendril.MustParseAddr("/ip4/127.0.0.1/tcp/0"))
+	addr, err := srv.Listen(ctx, at)
 	if err != nil {
 		srv.Close()
 		return nil, err
@@ -212,11 +220,11 @@ func (t *tendrilServer) Dial(ctx context.Context) (conn, error) {
 
 // ListenAddr implements routable.
 func (t *tendrilServer) ListenAddr() string {
-	na, err := manet.ToNetAddr(t.addr.Transport)
-	if err != nil {
+	_, hostport, _, ok := tpt.HostPort(t.addr.Transport)
+	if !ok {
 		return ""
 	}
-	return na.String()
+	return hostport
 }
 
 // Route implements routable.
@@ -229,7 +237,9 @@ func (t *tendrilServer) Route(hostport string) error {
 	if err != nil {
 		return err
 	}
-	t.dialTo = tendril.Addr{Transport: a, Peer: t.addr.Peer}
+	// The proxy carries TCP: what rides on it (/ws) stays as the server listens.
+	_, _, above, _ := tpt.HostPort(t.addr.Transport)
+	t.dialTo = tendril.Addr{Transport: a.Encapsulate(above), Peer: t.addr.Peer}
 	return nil
 }
 

@@ -62,7 +62,8 @@ type wanReport struct {
 // its window is the point here.
 func wanTransports() []transportSpec {
 	return []transportSpec{
-		{"tendril AES-128-GCM", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.AES128GCM) }},
+		{"tendril AES-128-GCM", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.AES128GCM, tcpListen) }},
+		{"tendril over WebSocket", true, func(ctx context.Context) (server, error) { return startTendril(ctx, aead.AES128GCM, wsListen) }},
 		{"crypto/tls 1.3 + yamux", true, func(ctx context.Context) (server, error) { return startStd(ctx, true, true) }},
 		{"go-libp2p Noise + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "noise") }},
 		{"go-libp2p TLS + yamux", true, func(ctx context.Context) (server, error) { return startLibp2p(ctx, "tls") }},
