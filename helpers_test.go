@@ -35,9 +35,8 @@ var loopbackAddr = MustParseAddr("/ip4/127.0.0.1/tcp/0")
 
 // The transport the package's tests listen on (listen, newService):
 // TENDRIL_TEST_TRANSPORT=tcp (the default), ws or memory, so that one suite runs over each
-// (.ci/run runs it over all three). Tests about TCP itself (raw sockets, per-IP admission)
-// listen on TCP whatever it says (listenTCP); under ws and memory, tests that need TCP
-// and cannot say so skip (needTCP).
+// (.ci/run runs it over all three). Tests about TCP itself (raw sockets, per-IP admission
+// from loopback aliases, resets) skip under ws and memory (needTCP).
 var (
 	testTransport = cmp.Or(os.Getenv("TENDRIL_TEST_TRANSPORT"), "tcp")
 	testListen    = map[string]Addr{
@@ -188,16 +187,6 @@ func dialTest(t testing.TB, addr Addr) net.Conn {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// listenTCP is listen on TCP, whatever the suite's transport.
-func listenTCP(t testing.TB, svc *Service) Addr {
-	t.Helper()
-	a, err := svc.Listen(context.Background(), loopbackAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
 }
 
 func echoProto(name string, box *inbox, versions ...string) Protocol {
