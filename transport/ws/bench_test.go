@@ -77,6 +77,7 @@ func benchBulk(b *testing.B, w, r net.Conn, chunk int) {
 	b.SetBytes(int64(chunk))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := processCPUTime()
 	for range b.N {
 		if _, err := w.Write(buf); err != nil {
 			b.Fatal(err)
@@ -85,6 +86,7 @@ func benchBulk(b *testing.B, w, r net.Conn, chunk int) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+	b.ReportMetric(float64(processCPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 func benchPingPong(b *testing.B, c, s net.Conn, size int) {
@@ -102,6 +104,7 @@ func benchPingPong(b *testing.B, c, s net.Conn, size int) {
 	buf := make([]byte, size)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := processCPUTime()
 	for range b.N {
 		if _, err := c.Write(buf); err != nil {
 			b.Fatal(err)
@@ -110,6 +113,7 @@ func benchPingPong(b *testing.B, c, s net.Conn, size int) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(processCPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkStack runs tendril's stack (secio, then the mux, one stream) over a Conn and
