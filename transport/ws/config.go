@@ -18,8 +18,9 @@ const (
 	MinMessage      = 1 << 10
 	MaxMessageLimit = 16 << 20
 
-	// DefaultMaxRequestHeader is Config.MaxRequestHeader's default (8 KiB, what proxies
-	// such as nginx allow a request line and headers by default).
+	// DefaultMaxRequestHeader is Config.MaxRequestHeader's default: 8 KiB, several times
+	// what a browser's upgrade request takes, and the longest header line nginx accepts
+	// by default.
 	DefaultMaxRequestHeader = 8 << 10
 	// MinRequestHeader and MaxRequestHeaderLimit bound Config.MaxRequestHeader.
 	MinRequestHeader      = 1 << 10

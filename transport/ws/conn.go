@@ -37,7 +37,8 @@ type Conn struct {
 	suffix string
 }
 
-// LocalAddr returns the local TCP address (nil in a browser, which does not tell it).
+// LocalAddr returns the local TCP address; in a browser, which does not tell it, an
+// address whose String is "browser".
 func (c *Conn) LocalAddr() net.Addr { return c.local }
 
 // RemoteAddr returns the remote TCP address: the client's, when a trusted proxy named it

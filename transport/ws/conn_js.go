@@ -56,7 +56,7 @@ func newConn(ws *websocket.Conn, cfg *Config, remote net.Addr, suffix string) *C
 			done: make(chan struct{}), msgs: make(chan message),
 			rd: makeDeadline(), wd: makeDeadline(),
 		},
-		remote: remote, suffix: suffix,
+		local: browserAddr{}, remote: remote, suffix: suffix,
 	}
 	go c.readLoop()
 	return c
@@ -248,3 +248,9 @@ func isClosed(c chan struct{}) bool {
 		return false
 	}
 }
+
+// browserAddr is the local address of a connection a browser made: it does not say which.
+type browserAddr struct{}
+
+func (browserAddr) Network() string { return "ws" }
+func (browserAddr) String() string  { return "browser" }

@@ -15,8 +15,8 @@ import (
 // else is refused before a byte of the handshake is sent to it.
 const Subprotocol = "tendril"
 
-// Transport dials and listens on WebSocket addresses: /ip4|/ip6|/dns|/dns4|/dns6/HOST
-// /tcp/PORT followed by exactly /ws, /wss or /tls/ws (the last two are the same: TLS).
+// Transport dials and listens on WebSocket addresses: a host (/ip4, /ip6, /dns, /dns4,
+// /dns6), /tcp/PORT, then exactly /ws, /wss or /tls/ws (the last two are the same: TLS).
 type Transport struct {
 	cfg *Config
 	err error // cfg's validation error: Dial and Listen return it
