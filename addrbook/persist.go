@@ -82,7 +82,8 @@ func (b *Book) Save(w io.Writer, now time.Time) error {
 // SaveFile saves the book to path atomically: it writes a temporary file in the same
 // directory, syncs it, renames it over path and syncs the directory, so that a crash
 // leaves either the old book or the new one, never half of one. The file is readable by
-// its owner only: it tells who the node talks to.
+// its owner only (os.CreateTemp's mode, kept by the rename): it tells who the node talks
+// to.
 func (b *Book) SaveFile(path string, now time.Time) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
@@ -95,9 +96,6 @@ func (b *Book) SaveFile(path string, now time.Time) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if err = f.Chmod(0o600); err != nil {
-		return fmt.Errorf("addrbook: save: %w", err)
-	}
 	if err = b.Save(f, now); err != nil {
 		return fmt.Errorf("addrbook: save: %w", err)
 	}
