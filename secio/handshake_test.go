@@ -187,8 +187,12 @@ func TestSplicedRoles(t *testing.T) {
 	go func() { defer wg.Done(); _, errA = Server(context.Background(), a, ca) }()
 	go func() { defer wg.Done(); _, errB = Server(context.Background(), b, cb) }()
 	wg.Wait()
-	if !errors.Is(errA, ErrHandshakeTimeout) || !errors.Is(errB, ErrHandshakeTimeout) {
-		t.Fatalf("spliced servers: %v / %v, want ErrHandshakeTimeout", errA, errB)
+	// Both time out; on a loaded machine one timer may fire well before the other, and
+	// the later server then sees the pipe closed by the earlier one instead.
+	timedOut := func(err error) bool { return errors.Is(err, ErrHandshakeTimeout) }
+	closedByPeer := func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) }
+	if !(timedOut(errA) && (timedOut(errB) || closedByPeer(errB)) || timedOut(errB) && closedByPeer(errA)) {
+		t.Fatalf("spliced servers: %v / %v, want ErrHandshakeTimeout (or, after the other's, the pipe closed)", errA, errB)
 	}
 }
 
