@@ -137,11 +137,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	if c.wire.writeExpired() {
-		return 0, os.ErrDeadlineExceeded // nothing sent: the stream is intact
+		return 0, c.timedOut() // nothing sent: the stream is intact
 	}
 	if err := c.wire.settle(); err != nil {
 		if isTimeout(err) {
-			return 0, os.ErrDeadlineExceeded
+			return 0, c.timedOut()
 		}
 		c.werr = c.writeFailed(err)
 		return 0, c.werr
@@ -157,10 +157,20 @@ func (c *Conn) Write(p []byte) (int, error) {
 		p = p[k:]
 		if c.wire.takeCut() {
 			// The message is accepted: its rest goes out before the next one.
-			return n, os.ErrDeadlineExceeded
+			return n, c.timedOut()
 		}
 	}
 	return n, nil
+}
+
+// timedOut is the error of a Write that its deadline stopped: net.ErrClosed if Close
+// was called meanwhile (Close bounds its close handshake with the write deadline, which
+// a Write blocked beside it then sees).
+func (c *Conn) timedOut() error {
+	if c.closed.Load() {
+		return net.ErrClosed
+	}
+	return os.ErrDeadlineExceeded
 }
 
 func (c *Conn) writeFailed(err error) error {
