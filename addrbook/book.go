@@ -136,7 +136,7 @@ func (b *Book) find(peer secio.PeerID, key string) *entry {
 // new-table slot holds a live entry (refusing rather than replacing is what stops a
 // flood: newcomers fill free slots and dead ones, never push out what the book holds), when peer already has MaxAddrsPerPeer addresses
 // none of which is worse and no more trusted, or when the book is at MaxPeers and peer is
-// not in it; addresses longer than MaxAddrSize, empty ones and a zero peer are ignored.
+// not in it (unless the slot holds the worthless last address of another peer); addresses longer than MaxAddrSize, empty ones and a zero peer are ignored.
 func (b *Book) Add(now time.Time, peer secio.PeerID, addrs []ma.Multiaddr, src Source) (added int) {
 	if peer.IsZero() || src.Kind < SourcePeer || src.Kind > SourceIdentify {
 		return 0
@@ -174,13 +174,19 @@ func (b *Book) add(now time.Time, peer secio.PeerID, a ma.Multiaddr, src Source)
 		}
 		return false
 	}
-	list := b.peers[peer]
-	if list == nil && len(b.peers) >= b.cfg.MaxPeers {
-		return false
-	}
 	e := &entry{
 		peer: peer, addr: a, key: key, group: GroupOf(a), src: src,
 		firstSeen: now, lastSeen: now, pos: -1,
+	}
+	pos := b.newPos(e)
+	occ := b.newT.slots[pos]
+	list := b.peers[peer]
+	// At MaxPeers a new peer gets in only in place of a peer that leaves: one whose
+	// last address is the worthless entry in the slot. Otherwise peers a flood made
+	// up would, once at the cap, keep out every real one until they expire.
+	if list == nil && len(b.peers) >= b.cfg.MaxPeers &&
+		(occ == nil || len(b.peers[occ.peer]) > 1 || !b.terrible(now, occ)) {
+		return false
 	}
 	var victim *entry
 	if len(list) >= b.cfg.MaxAddrsPerPeer {
@@ -191,8 +197,7 @@ func (b *Book) add(now time.Time, peer secio.PeerID, a ma.Multiaddr, src Source)
 	}
 	// Check the slot before giving up the victim, so that a refused address costs the
 	// peer nothing.
-	pos := b.newPos(e)
-	if occ := b.newT.slots[pos]; occ != nil && occ != victim && !b.terrible(now, occ) {
+	if occ != nil && occ != victim && !b.terrible(now, occ) {
 		return false
 	}
 	if victim != nil {

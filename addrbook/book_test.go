@@ -126,6 +126,47 @@ func TestMaxPeers(t *testing.T) {
 	checkInvariants(t, b)
 }
 
+// TestMaxPeersWorthlessGivesWay: at MaxPeers, a new peer takes the slot of a peer whose
+// only address is worthless.
+func TestMaxPeersWorthlessGivesWay(t *testing.T) {
+	b := newBook(t, &Config{MaxPeers: 1, NewBuckets: 1, NewSlots: 1, NewBucketsPerSource: 1})
+	a := ip4(11, 1, 1, 1)
+	b.Add(t0, peerN(1), []ma.Multiaddr{a}, Source{Kind: SourceIdentify})
+	if n := b.Add(t0, peerN(2), []ma.Multiaddr{ip4(12, 1, 1, 1)}, Source{Kind: SourceIdentify}); n != 0 {
+		t.Fatal("a new peer got in past MaxPeers over a live one")
+	}
+	for range b.Config().MaxFailuresNew {
+		b.Failed(t0, peerN(1), a, nil)
+	}
+	if n := b.Add(t0, peerN(2), []ma.Multiaddr{ip4(12, 1, 1, 1)}, Source{Kind: SourceIdentify}); n != 1 {
+		t.Fatal("a new peer could not replace a worthless one at MaxPeers")
+	}
+	if len(b.Addrs(t0, peerN(1))) != 0 || len(b.Addrs(t0, peerN(2))) != 1 {
+		t.Fatal("the worthless peer was not replaced")
+	}
+	checkInvariants(t, b)
+
+	// A worthless address of a peer that has others does not make room for a new peer.
+	c := newBook(t, &Config{MaxPeers: 1, NewBuckets: 1, NewSlots: 2, NewBucketsPerSource: 1})
+	for i := range 50 {
+		c.Add(t0, peerN(1), []ma.Multiaddr{ip4(11, 1, 1, i+1)}, Source{Kind: SourceIdentify})
+	}
+	es := c.Addrs(t0, peerN(1))
+	if len(es) != 2 {
+		t.Fatalf("peer 1 has %d addresses, want both slots", len(es))
+	}
+	for range c.Config().MaxFailuresNew {
+		c.Failed(t0, peerN(1), es[0].Addr, nil)
+	}
+	for i := range 50 {
+		c.Add(t0, peerN(2), []ma.Multiaddr{ip4(12, 1, 1, i+1)}, Source{Kind: SourceIdentify})
+	}
+	if _, peers := c.Len(); peers != 1 {
+		t.Fatalf("%d peers, want MaxPeers 1", peers)
+	}
+	checkInvariants(t, c)
+}
+
 // preFlood fills b with one peer in each of n distinct /16s, told by the peers
 // themselves, and returns the groups the book holds afterwards.
 func preFlood(t *testing.T, b *Book, n int) map[Group]int {

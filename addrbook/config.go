@@ -19,9 +19,11 @@ type Config struct {
 	// without bound (go-libp2p#715, #3486). A full peer's worst address gives way to a
 	// new one from a source at least as trusted (Source.Kind's order).
 	MaxAddrsPerPeer int
-	// MaxPeers bounds the peers with at least one address (default 4096). Addresses of a
-	// new peer are refused while the book is at the cap: a flood cannot push out known
-	// peers, and the tables' per-group limits keep one source from reaching the cap alone.
+	// MaxPeers bounds the peers with at least one address (default 4096, so that peer
+	// records, not only addresses, stay bounded when each peer has one address). At the
+	// cap a new peer's address is taken only in place of another peer's last address
+	// that is worthless: a flood cannot push out live peers, and the tables' per-group
+	// limits keep one source from reaching the cap alone.
 	MaxPeers int
 
 	// NewBuckets and NewSlots size the new table (default 256 x 32 = 8192 addresses),

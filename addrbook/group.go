@@ -60,6 +60,8 @@ func GroupOf(m ma.Multiaddr) Group {
 		return dnsGroup(c.Value())
 	case ma.P_MEMORY:
 		return GroupMemory
+	case ma.P_IP6ZONE:
+		return GroupLocal // a zone is only meaningful on this host's links
 	}
 	return Group("other:/" + c.Protocol().Name)
 }

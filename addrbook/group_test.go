@@ -29,6 +29,7 @@ func TestGroupOf(t *testing.T) {
 		{"/dns6/localhost/tcp/1", GroupLocal},
 		{"/dns/host/tcp/1", "dns:host"},
 		{"/memory/7", GroupMemory},
+		{"/ip6zone/eth0/ip6/fe80::1/tcp/1", GroupLocal},
 		{"/unix/tmp/sock", "other:/unix"},
 	} {
 		if got := GroupOf(addr(tc.addr)); got != tc.want {

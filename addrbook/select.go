@@ -90,7 +90,7 @@ func (b *Book) shuffleQueues(queues map[Group]*groupQueue) {
 // groups: no two of one group while another group has a candidate left, tried addresses
 // and new ones mixed about evenly while both are on offer. Peers for which exclude
 // returns true (connected already, dialling, backing off) are skipped, as are worthless
-// and expired addresses. Each peer is offered at its best address (Addrs' order).
+// and expired addresses; exclude runs with the book locked and must not call it. Each peer is offered at its best address (Addrs' order).
 func (b *Book) Select(now time.Time, n int, exclude func(secio.PeerID) bool) []Entry {
 	if n <= 0 {
 		return nil
