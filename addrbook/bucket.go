@@ -23,15 +23,15 @@ import (
 
 // table is a fixed array of slots, buckets*slots long, each empty or holding one entry.
 type table struct {
-	slots   []*entry
-	perSlot int
+	slots     []*entry
+	perBucket int
 }
 
 func newTable(buckets, slots int) table {
-	return table{slots: make([]*entry, buckets*slots), perSlot: slots}
+	return table{slots: make([]*entry, buckets*slots), perBucket: slots}
 }
 
-func (t *table) buckets() int { return len(t.slots) / t.perSlot }
+func (t *table) buckets() int { return len(t.slots) / t.perBucket }
 
 // hasher computes the keyed position hashes.
 type hasher struct{ h *blake3.Hasher }
@@ -64,16 +64,16 @@ func (b *Book) newPos(e *entry) int {
 	src := e.src.bucketGroup(e.group)
 	h1 := b.hash.sum("new1", string(e.group), string(src)) % uint64(b.cfg.NewBucketsPerSource)
 	bucket := b.hash.sum("new2", string(src), itoa(h1)) % uint64(b.newT.buckets())
-	slot := b.hash.sum("newslot", itoa(bucket), e.key) % uint64(b.newT.perSlot)
-	return int(bucket)*b.newT.perSlot + int(slot)
+	slot := b.hash.sum("newslot", itoa(bucket), e.key) % uint64(b.newT.perBucket)
+	return int(bucket)*b.newT.perBucket + int(slot)
 }
 
 // triedPos returns e's index in the tried table.
 func (b *Book) triedPos(e *entry) int {
 	h1 := b.hash.sum("tried1", e.key) % uint64(b.cfg.TriedBucketsPerGroup)
 	bucket := b.hash.sum("tried2", string(e.group), itoa(h1)) % uint64(b.triedT.buckets())
-	slot := b.hash.sum("triedslot", itoa(bucket), e.key) % uint64(b.triedT.perSlot)
-	return int(bucket)*b.triedT.perSlot + int(slot)
+	slot := b.hash.sum("triedslot", itoa(bucket), e.key) % uint64(b.triedT.perBucket)
+	return int(bucket)*b.triedT.perBucket + int(slot)
 }
 
 // expires returns when e stops being worth keeping.

@@ -1,6 +1,10 @@
 package addrbook
 
 import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tendril-p2p/tendril/secio"
@@ -8,6 +12,7 @@ import (
 
 // groupQueue is one group's candidates in selection order.
 type groupQueue struct {
+	g            Group
 	tried, fresh []*entry
 }
 
@@ -47,7 +52,11 @@ func (b *Book) spread(queues map[Group]*groupQueue, n int) []*entry {
 		if len(withTried)+len(without) == 0 {
 			break
 		}
-		// Map order is not random enough to rely on, nor reproducible: shuffle.
+		// Map order is neither random enough to rely on nor reproducible: sort, then
+		// shuffle with the book's generator, so that a fixed key gives a fixed draw.
+		byGroup := func(x, y *groupQueue) int { return strings.Compare(string(x.g), string(y.g)) }
+		slices.SortFunc(withTried, byGroup)
+		slices.SortFunc(without, byGroup)
 		b.rng.Shuffle(len(withTried), func(i, j int) { withTried[i], withTried[j] = withTried[j], withTried[i] })
 		b.rng.Shuffle(len(without), func(i, j int) { without[i], without[j] = without[j], without[i] })
 		for len(out) < n && len(withTried)+len(without) > 0 {
@@ -67,7 +76,7 @@ func (b *Book) spread(queues map[Group]*groupQueue, n int) []*entry {
 func queue(queues map[Group]*groupQueue, e *entry) {
 	q := queues[e.group]
 	if q == nil {
-		q = new(groupQueue)
+		q = &groupQueue{g: e.group}
 		queues[e.group] = q
 	}
 	if e.tried {
@@ -79,8 +88,13 @@ func queue(queues map[Group]*groupQueue, e *entry) {
 
 // shuffleQueues puts each group's candidates in random order, tried and new apart.
 func (b *Book) shuffleQueues(queues map[Group]*groupQueue) {
-	for _, q := range queues {
+	// In group order: the generator's draws must not follow the map's order.
+	for _, g := range slices.Sorted(maps.Keys(queues)) {
+		q := queues[g]
 		for _, s := range [][]*entry{q.tried, q.fresh} {
+			slices.SortFunc(s, func(x, y *entry) int {
+				return cmp.Or(strings.Compare(x.key, y.key), x.peer.Compare(y.peer))
+			})
 			b.rng.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
 		}
 	}
@@ -150,7 +164,7 @@ func (b *Book) Sample(now time.Time, n int, opts SampleOptions) []Entry {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	queues := make(map[Group]*groupQueue)
-	var askers groupQueue
+	askers := groupQueue{g: opts.Asker}
 	for _, t := range []*table{&b.triedT, &b.newT} {
 		for _, e := range t.slots {
 			if e == nil || b.terrible(now, e) {

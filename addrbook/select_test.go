@@ -1,6 +1,7 @@
 package addrbook
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -176,4 +177,26 @@ func TestSample(t *testing.T) {
 		t.Fatal("no local address in a sample without OmitLocal")
 	}
 	_ = time.Second
+}
+
+// TestSelectReproducible: one key, one history, one draw, whatever the map order.
+func TestSelectReproducible(t *testing.T) {
+	draw := func() []string {
+		b := newBook(t, nil)
+		fillGroups(b, 30, 3)
+		var out []string
+		for _, e := range b.Select(t0, 40, nil) {
+			out = append(out, e.Addr.String())
+		}
+		for _, e := range b.Sample(t0, 40, SampleOptions{}) {
+			out = append(out, e.Addr.String())
+		}
+		return out
+	}
+	first := draw()
+	for range 5 {
+		if got := draw(); !slices.Equal(got, first) {
+			t.Fatalf("two books with one key and one history drew differently:\n%v\n%v", first, got)
+		}
+	}
 }
