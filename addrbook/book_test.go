@@ -214,6 +214,13 @@ func TestFlood(t *testing.T) {
 		src:      func(int) Source { return FromPeer("ip4:77.7.0.0/16") },
 		maxFlood: cfg.NewSlots,
 	}, {
+		// One address (the victim's, say) under 10,000 made-up peer IDs from one
+		// teller: the address picks the slot, so they contend for one.
+		name:     "one address, many peer IDs",
+		addr:     func(int) ma.Multiaddr { return ip4(66, 66, 1, 1) },
+		src:      func(int) Source { return FromPeer("ip4:77.7.0.0/16") },
+		maxFlood: 1,
+	}, {
 		// Many groups passed on by one peer: NewBucketsPerSource buckets.
 		name:     "many groups, one teller",
 		addr:     func(i int) ma.Multiaddr { return ip4(100+i%100, i/100, 1, 1) },
