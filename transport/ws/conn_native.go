@@ -133,8 +133,8 @@ func (c *Conn) Write(p []byte) (int, error) {
 	if c.werr != nil {
 		return 0, c.werr
 	}
-	if c.closed.Load() {
-		return 0, net.ErrClosed
+	if c.closed.Load() || c.wire.isClosing() {
+		return 0, net.ErrClosed // nothing but the close frame goes out now
 	}
 	if c.wire.writeExpired() {
 		return 0, c.timedOut() // nothing sent: the stream is intact
@@ -163,22 +163,19 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// timedOut is the error of a Write that its deadline stopped: net.ErrClosed if Close
-// was called meanwhile (Close bounds its close handshake with the write deadline, which
-// a Write blocked beside it then sees).
+// timedOut is the error of a Write that its deadline stopped: net.ErrClosed if the
+// connection is closing meanwhile (Close, or a refused message: the close handshake is
+// bounded by the write deadline, which a Write blocked beside it then sees).
 func (c *Conn) timedOut() error {
-	if c.closed.Load() {
+	if c.closed.Load() || c.wire.isClosing() {
 		return net.ErrClosed
 	}
 	return os.ErrDeadlineExceeded
 }
 
 func (c *Conn) writeFailed(err error) error {
-	switch {
-	case c.closed.Load():
-		return net.ErrClosed
-	case isTimeout(err):
-		return os.ErrDeadlineExceeded
+	if isTimeout(err) || c.closed.Load() {
+		return c.timedOut()
 	}
 	return fmt.Errorf("ws: write: %w", err)
 }

@@ -148,6 +148,9 @@ func TestTextMessage(t *testing.T) {
 		t.Fatalf("read of a text message: %v, want ErrTextMessage", err)
 	}
 	<-done
+	if _, err := s.Write([]byte("after")); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("write after the connection was refused: %v, want net.ErrClosed", err)
+	}
 }
 
 // TestPeerGone: a peer whose TCP connection ends without a close frame is io.EOF between

@@ -63,9 +63,12 @@ type wire struct {
 	vec  [3][]byte
 	bufs net.Buffers
 
-	mu      sync.Mutex
-	rd      time.Time // the read deadline last set by the user
-	closing bool      // Close has set the deadlines; the user's no longer apply
+	mu sync.Mutex
+	rd time.Time // the read deadline last set by the user
+	// closing is set once Close (or a refused message) has set the deadlines: the user's
+	// no longer apply, and nothing more is written but the close frame. Set under mu,
+	// read without it by Conn.Write.
+	closing atomic.Bool
 	// wd is the write deadline last set by the user, in Unix nanoseconds (0: none), for
 	// Conn.Write to check before it writes: a write that times out part-way leaves a
 	// partial frame behind, so one that cannot even start must not be tried.
@@ -305,7 +308,7 @@ func (w *wire) extendGrace() bool {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closing {
+	if w.closing.Load() {
 		return false
 	}
 	if w.graceUntil.IsZero() {
@@ -326,7 +329,7 @@ func (w *wire) endGrace() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.graceUntil = time.Time{}
-	if !w.closing {
+	if !w.closing.Load() {
 		_ = w.Conn.SetReadDeadline(w.rd)
 	}
 }
@@ -334,7 +337,7 @@ func (w *wire) endGrace() {
 func (w *wire) setReadDeadline(t time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closing {
+	if w.closing.Load() {
 		return nil
 	}
 	w.rd = t
@@ -344,7 +347,7 @@ func (w *wire) setReadDeadline(t time.Time) error {
 func (w *wire) setWriteDeadline(t time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closing {
+	if w.closing.Load() {
 		return nil
 	}
 	var ns int64
@@ -370,7 +373,7 @@ func (w *wire) beginClose(timeout time.Duration) bool {
 	end := now.Add(timeout)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.closing = true
+	w.closing.Store(true)
 	_ = w.Conn.SetReadDeadline(end)
 	wend := end
 	if d := w.wd.Load(); d != 0 && d < end.UnixNano() {
@@ -379,6 +382,9 @@ func (w *wire) beginClose(timeout time.Duration) bool {
 	_ = w.Conn.SetWriteDeadline(wend)
 	return now.Before(wend)
 }
+
+// isClosing reports whether beginClose has been called.
+func (w *wire) isClosing() bool { return w.closing.Load() }
 
 func isTimeout(err error) bool {
 	var ne net.Error
