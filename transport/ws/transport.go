@@ -105,3 +105,5 @@ func (tg target) url(path string) string {
 	}
 	return "ws://" + tg.hostport + path
 }
+
+var _ transport.Transport = (*Transport)(nil)
