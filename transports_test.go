@@ -220,35 +220,50 @@ func TestMemoryNetwork50(t *testing.T) {
 		}
 		addrs[i] = a
 	}
+	// Every node dials first (the handshakes are what costs CPU here), then all sessions
+	// exchange requests at once: the round trips then measure the links, not a machine
+	// busy with 150 handshakes.
 	var (
-		mu    sync.Mutex
-		times []time.Duration
-		wg    sync.WaitGroup
+		mu       sync.Mutex
+		sessions []*Session
+		times    []time.Duration
+		wg       sync.WaitGroup
 	)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	for i := range svcs {
 		for _, step := range []int{1, 7, 19} {
 			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
 				sess, err := svcs[i].Dial(ctx, addrs[(i+step)%nodes])
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				for range 4 {
-					start := time.Now()
-					reply, err := sess.Request(ctx, "/echo", []byte("ping"))
-					d := time.Since(start)
-					if err != nil || string(reply) != "ping" {
-						t.Errorf("request: %q, %v", reply, err)
-						return
-					}
-					mu.Lock()
-					times = append(times, d)
-					mu.Unlock()
-				}
+				mu.Lock()
+				sessions = append(sessions, sess)
+				mu.Unlock()
 			})
 		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for _, sess := range sessions {
+		wg.Go(func() {
+			for range 4 {
+				start := time.Now()
+				reply, err := sess.Request(ctx, "/echo", []byte("ping"))
+				d := time.Since(start)
+				if err != nil || string(reply) != "ping" {
+					t.Errorf("request: %q, %v", reply, err)
+					return
+				}
+				mu.Lock()
+				times = append(times, d)
+				mu.Unlock()
+			}
+		})
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -258,11 +273,14 @@ func TestMemoryNetwork50(t *testing.T) {
 	median := times[len(times)/2]
 	t.Logf("%d requests over %d sessions: round trip min %v, median %v, max %v (links %v one way)",
 		len(times), nodes*3, times[0], median, times[len(times)-1], delay)
-	if median < rtt || median > rtt+rtt/10 {
-		t.Fatalf("median round trip %v, want %v within 10%%", median, rtt)
-	}
 	if times[0] < rtt {
 		t.Fatalf("a round trip of %v, shorter than the links allow (%v)", times[0], rtt)
+	}
+	if raceEnabled {
+		return // the race detector's cost per request is no property of the links: the plain runs check the median
+	}
+	if median < rtt || median > rtt+rtt/10 {
+		t.Fatalf("median round trip %v, want %v within 10%%", median, rtt)
 	}
 }
 
