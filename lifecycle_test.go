@@ -285,10 +285,12 @@ func TestDroppedSessionsEndHandlers(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+			// A session leaves the registry just before its Done closes: allow that
+			// moment, within the same bound.
 			for _, sess := range sessions {
 				select {
 				case <-sess.Done():
-				default:
+				case <-time.After(max(time.Until(deadline), 200*time.Millisecond)):
 					t.Fatal("Session.Done not closed")
 				}
 			}
