@@ -31,6 +31,8 @@ const (
 	EventSessionBlocked                         // a send was refused because the session's queue was full
 	EventProtocolError                          // a protocol stream failed (oversize or malformed message, reset)
 	EventGated                                  // the Admission Gater refused a connection or peer; Err wraps ErrGated
+	EventProtocolAdded                          // AddProtocol registered a protocol; Protocol
+	EventProtocolRemoved                        // RemoveProtocol unregistered a protocol; Protocol
 )
 
 var eventNames = [...]string{
@@ -48,6 +50,8 @@ var eventNames = [...]string{
 	EventSessionBlocked:    "session-blocked",
 	EventProtocolError:     "protocol-error",
 	EventGated:             "gated",
+	EventProtocolAdded:     "protocol-added",
+	EventProtocolRemoved:   "protocol-removed",
 }
 
 // String returns the event's name, e.g. "session-opened".
@@ -84,7 +88,8 @@ func (e Event) Failed() bool { return e.Err != nil && !errors.Is(e.Err, ErrPeerC
 // for others (see emit).
 func (t EventType) lifecycle() bool {
 	switch t {
-	case EventListenStarted, EventListenClosed, EventSessionOpened, EventSessionClosed:
+	case EventListenStarted, EventListenClosed, EventSessionOpened, EventSessionClosed,
+		EventProtocolAdded, EventProtocolRemoved:
 		return true
 	}
 	return false
@@ -138,14 +143,13 @@ func (s *Service) emit(e Event) {
 	if s.eventsClosed {
 		return
 	}
-	if !e.Type.lifecycle() && len(s.events) >= max(cap(s.events)/2, 1) {
+	if !deliver(s.events, e) {
 		s.droppedEvents.Add(1)
-		return
 	}
-	select {
-	case s.events <- e:
-	default:
-		s.droppedEvents.Add(1)
+	for sub := range s.subs {
+		if !deliver(sub.ch, e) {
+			sub.dropped.Add(1)
+		}
 	}
 }
 

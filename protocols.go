@@ -28,8 +28,28 @@ func (s *Service) AddProtocol(p Protocol) error {
 		return ErrServiceClosed
 	}
 	s.protoMu.Lock()
-	defer s.protoMu.Unlock()
-	return s.addProtocolLocked(&p)
+	err := s.addProtocolLocked(&p)
+	s.protoMu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.emit(Event{Type: EventProtocolAdded, Protocol: p.Name})
+	return nil
+}
+
+// Protocols returns the protocols registered now, in registration order: the names and
+// versions this node speaks, for protocols that tell peers about them (identify). They are
+// copies; changing them has no effect. EventProtocolAdded and EventProtocolRemoved report
+// the changes.
+func (s *Service) Protocols() []Protocol {
+	s.protoMu.RLock()
+	defer s.protoMu.RUnlock()
+	out := make([]Protocol, len(s.protoOrder))
+	for i, p := range s.protoOrder {
+		out[i] = *p
+		out[i].Versions = slices.Clone(p.Versions)
+	}
+	return out
 }
 
 // addProtocolLocked registers a validated protocol. s.protoMu is held (or New is running).
@@ -68,6 +88,7 @@ func (s *Service) RemoveProtocol(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownProtocol, name)
 	}
+	s.emit(Event{Type: EventProtocolRemoved, Protocol: name})
 	// A stream of p registered from now on is refused (startStream checks registered), and
 	// one registered before is found here.
 	for _, sess := range s.Sessions() {

@@ -63,6 +63,7 @@ type Service struct {
 	eventsMu      sync.RWMutex
 	eventsClosed  bool
 	droppedEvents atomic.Uint64
+	subs          map[*Subscription]struct{} // Subscribe; guarded by eventsMu
 
 	coalesce coalescer // repeated failure events (event.go)
 
@@ -180,11 +181,13 @@ func (s *Service) PublicKey() *secio.PublicKey { return s.key.Public() }
 // Events returns the channel on which the Service reports what happens. It is closed by
 // Close. Events that find the channel full are dropped (see DroppedEvents): read it, or
 // ignore it, but a slow reader never slows the Service. Lifecycle events (listen started
-// and closed, session opened and closed) may fill the whole buffer, all others only half
+// and closed, session opened and closed, protocol added and removed) may fill the whole
+// buffer, all others only half
 // of it, so no flood of failures can push them out. Failures a peer can provoke at will
 // (negotiation and protocol errors, refusals, failed inbound handshakes, blocked sends) are
 // coalesced per session or remote IP: a few per second pass, and one event then stands for
-// the rest (Event.Count).
+// the rest (Event.Count). Events has one reader, the application; code that runs beside it
+// on the Service takes a Subscription of its own (Subscribe).
 func (s *Service) Events() <-chan Event { return s.events }
 
 // DroppedEvents returns how many events were dropped because the Events channel was full.
@@ -326,6 +329,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.eventsMu.Lock()
 	s.eventsClosed = true
 	close(s.events)
+	s.closeSubscriptionsLocked()
 	s.eventsMu.Unlock()
 	close(s.done)
 	s.log.Info("service closed")
