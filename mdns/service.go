@@ -466,7 +466,11 @@ func (s *Service) handle(fam family, b []byte, index int, src netip.AddrPort) {
 // receiving interface (a peer's zone means nothing here), then the source if new.
 func foundAddrs(announced []netip.Addr, src netip.Addr, ifname string) []netip.Addr {
 	out := make([]netip.Addr, 0, len(announced)+1)
-	for _, a := range append(announced, src.Unmap()) {
+	for i := 0; i <= len(announced); i++ {
+		a := src.Unmap()
+		if i < len(announced) {
+			a = announced[i]
+		}
 		if !a.IsValid() {
 			continue
 		}
