@@ -50,7 +50,8 @@ type Config struct {
 	// is joined and when the payload changes, 1 s then 2 s apart (RFC 6762 section 8.3:
 	// at least two). Default 3.
 	Announcements int
-	// RescanInterval is how often the interface list is re-read. Default 5 s.
+	// RescanInterval is how often the interface list is re-read, and so how late an
+	// interface that comes up is noticed. Default 1 s (a scan is a few netlink dumps).
 	RescanInterval time.Duration
 	// RefreshInterval is how long an unchanged instance goes unreported. Default 2 min.
 	RefreshInterval time.Duration
@@ -72,7 +73,7 @@ const (
 	DefaultQueryInterval    = time.Second
 	DefaultMaxQueryInterval = 60 * time.Second
 	DefaultAnnouncements    = 3
-	DefaultRescanInterval   = 5 * time.Second
+	DefaultRescanInterval   = time.Second
 	DefaultRefreshInterval  = 2 * time.Minute
 	DefaultTTL              = 120 * time.Second
 	DefaultMaxInstances     = 256

@@ -16,10 +16,12 @@ func (i ifaceInfo) has(fam family) bool {
 	return slices.ContainsFunc(i.addrs, func(a netip.Addr) bool { return a.Is4() == (fam == v4) })
 }
 
-// usable reports whether an interface can carry mDNS: up, multicast-capable, and named in
-// allow when allow is not nil.
+// usable reports whether an interface can carry mDNS: up and running, multicast-capable,
+// and named in allow when allow is not nil. Running matters: an interface set up whose
+// carrier is not yet on drops what is sent through it, and the first announcements with it.
 func usable(ifi net.Interface, allow []string) bool {
-	if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagMulticast == 0 {
+	const need = net.FlagUp | net.FlagRunning | net.FlagMulticast
+	if ifi.Flags&need != need {
 		return false
 	}
 	return allow == nil || slices.Contains(allow, ifi.Name)

@@ -114,7 +114,7 @@ func buildQuery(n names, known []knownAnswer) ([]byte, error) {
 
 // packet is what parse learned from one datagram.
 type packet struct {
-	query     bool            // a query that asks for us (and does not already know our answer)
+	query     bool             // a query that asks for us (and does not already know our answer)
 	instances []parsedInstance // from a response: at most maxInstancesPerPacket
 	skipped   int              // instances or records ignored as incomplete, foreign or over a bound
 }

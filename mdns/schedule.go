@@ -14,6 +14,8 @@ type querySchedule struct {
 	wait  time.Duration
 	first time.Duration
 	max   time.Duration
+
+	failures int // consecutive failed sends
 }
 
 func newQuerySchedule(now time.Time, jitter, first, max time.Duration) querySchedule {
@@ -25,8 +27,25 @@ func (q *querySchedule) due(now time.Time) bool { return !now.Before(q.next) }
 
 // sent records a query sent at now and schedules the next.
 func (q *querySchedule) sent(now time.Time) {
+	q.failures = 0
 	q.next = now.Add(q.wait)
 	q.wait = min(2*q.wait, q.max)
+}
+
+// maxRetries is how many consecutive failed sends are retried after a fixed wait before the
+// schedule moves on as if they had been sent: enough to ride out an IPv6 address in
+// duplicate address detection (about a second or two), bounded for a link that never works.
+const maxRetries = 4
+
+// failed records a query that could not be sent at now (say, an IPv6 address not ready
+// yet): retry after the first wait, without doubling, at most maxRetries times in a row.
+func (q *querySchedule) failed(now time.Time) {
+	if q.failures == maxRetries {
+		q.sent(now)
+		return
+	}
+	q.failures++
+	q.next = now.Add(q.first)
 }
 
 // sender decides when a link multicasts our records: for announcements (count of them,
@@ -39,6 +58,7 @@ type sender struct {
 	announceGap time.Duration
 	announceN   int       // announcements left after the one at announceAt
 	answerAt    time.Time // pending answer to a query; zero if none
+	failures    int       // consecutive failed sends
 }
 
 // announce (re)starts a run of n announcements from now.
@@ -85,6 +105,7 @@ func (s *sender) due(now time.Time) bool {
 // sent records a multicast at now: it satisfies the pending answer, and the announcement
 // if one was due.
 func (s *sender) sent(now time.Time) {
+	s.failures = 0
 	s.last = now
 	s.answerAt = time.Time{}
 	if !s.announceAt.IsZero() && !now.Before(s.announceAt) {
@@ -96,4 +117,18 @@ func (s *sender) sent(now time.Time) {
 			s.announceGap *= 2
 		}
 	}
+}
+
+// failed records a send that failed at now: the rate limit still counts it, a pending
+// answer is dropped (its querier asks again), and an announcement stays due, so that an
+// interface that was not ready still gets all its announcements; after maxRetries failures
+// in a row it counts as sent.
+func (s *sender) failed(now time.Time) {
+	if s.failures == maxRetries {
+		s.sent(now)
+		return
+	}
+	s.failures++
+	s.last = now
+	s.answerAt = time.Time{}
 }

@@ -95,3 +95,34 @@ func TestAnswerMergesIntoPendingAnnouncement(t *testing.T) {
 		t.Fatalf("answer due at %v, want 1 s after the announcement", got.Sub(t0))
 	}
 }
+
+func TestFailedSendsRetry(t *testing.T) {
+	q := newQuerySchedule(t0, 0, time.Second, time.Minute)
+	q.failed(t0)
+	q.failed(t0.Add(time.Second))
+	if !q.next.Equal(t0.Add(2*time.Second)) || q.wait != time.Second {
+		t.Fatalf("after failures: next %v wait %v", q.next.Sub(t0), q.wait)
+	}
+	var s sender
+	s.announce(t0, 2)
+	s.failed(t0)
+	if got := s.next(); !got.Equal(t0.Add(time.Second)) {
+		t.Fatalf("failed announcement retried at %v, want 1 s later", got.Sub(t0))
+	}
+	s.sent(t0.Add(time.Second))
+	s.sent(t0.Add(2 * time.Second))
+	if !s.next().IsZero() {
+		t.Fatal("announcements left after two sent")
+	}
+	// A link that never works stops retrying: the schedules move on.
+	s.announce(t0, 1)
+	q = newQuerySchedule(t0, 0, time.Second, time.Minute)
+	for i := range maxRetries + 1 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		s.failed(now)
+		q.failed(now)
+	}
+	if !s.next().IsZero() || q.wait != 2*time.Second {
+		t.Fatalf("after %d failures: announcement at %v, query wait %v", maxRetries+1, s.next(), q.wait)
+	}
+}

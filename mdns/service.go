@@ -167,7 +167,7 @@ func (s *Service) Stats() Stats {
 		PacketsReceived: c.received.Load(), ForeignInterface: c.foreign.Load(),
 		Oversized: c.oversized.Load(), TooManyRecords: c.tooMany.Load(), Malformed: c.malformed.Load(),
 		QueriesForUs: c.queries.Load(), AnswersMerged: c.merged.Load(), RecordsSkipped: c.skipped.Load(),
-		Reports: c.reports.Load(), Evicted: evicted,
+		Reports: c.reports.Load(), Evicted: evicted, BadSourcePort: c.badPort.Load(),
 		QueriesSent: c.queriesSent.Load(), ResponsesSent: c.responsesSent.Load(), SendErrors: c.sendErrors.Load(),
 		Instances: instances, Links: links,
 	}
@@ -245,7 +245,7 @@ func (s *Service) leaveLocked(k linkKey, l *link) {
 // outgoing is a packet run sends once it has released mu.
 type outgoing struct {
 	c       *mconn
-	index   int
+	key     linkKey
 	b       []byte
 	isQuery bool
 }
@@ -267,13 +267,16 @@ func (s *Service) run(ctx context.Context) {
 			nextRescan = now.Add(s.cfg.RescanInterval)
 		}
 		out := s.dueLocked(now)
+		s.mu.Unlock()
+		failed := s.sendAll(out)
+		s.mu.Lock()
+		s.markSentLocked(time.Now(), out, failed)
 		next := nextRescan
 		for _, l := range s.links {
 			next = earliest(next, l.query.next)
 			next = earliest(next, l.send.next())
 		}
 		s.mu.Unlock()
-		s.sendAll(out)
 		timer.Reset(max(0, next.Sub(time.Now())))
 		select {
 		case <-ctx.Done():
@@ -293,7 +296,8 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-// dueLocked collects the packets due at now and advances the schedules.
+// dueLocked collects the packets due at now; markSentLocked advances the schedules once
+// they went out (only run does either, so nothing is collected twice in between).
 func (s *Service) dueLocked(now time.Time) []outgoing {
 	var out []outgoing
 	conn := func(f family) *mconn {
@@ -306,17 +310,15 @@ func (s *Service) dueLocked(now time.Time) []outgoing {
 	}
 	for k, l := range s.links {
 		if l.query.due(now) {
-			l.query.sent(now)
 			known := append([]knownAnswer{{instance: s.names.instance, ttl: s.cfg.TTL}},
 				s.table.known(now, s.names, maxKnownAnswers-1)...)
 			if b, err := buildQuery(s.names, known); err == nil {
-				out = append(out, outgoing{conn(k.fam), k.index, b, true})
+				out = append(out, outgoing{conn(k.fam), k, b, true})
 			}
 		}
 		if l.send.due(now) {
-			l.send.sent(now)
 			if b, err := buildResponse(s.names, s.announcementLocked(l, s.cfg.TTL)); err == nil {
-				out = append(out, outgoing{conn(k.fam), k.index, b, false})
+				out = append(out, outgoing{conn(k.fam), k, b, false})
 			} else {
 				s.log.Warn("mdns: cannot pack response", "err", err)
 			}
@@ -325,15 +327,35 @@ func (s *Service) dueLocked(now time.Time) []outgoing {
 	return out
 }
 
+func (s *Service) markSentLocked(now time.Time, out []outgoing, failed []bool) {
+	for i, o := range out {
+		l := s.links[o.key]
+		switch {
+		case l == nil:
+		case o.isQuery && failed[i]:
+			l.query.failed(now)
+		case o.isQuery:
+			l.query.sent(now)
+		case failed[i]:
+			l.send.failed(now)
+		default:
+			l.send.sent(now)
+		}
+	}
+}
+
 func (s *Service) announcementLocked(l *link, ttl time.Duration) announcement {
 	return announcement{port: uint16(s.cfg.Port), payload: s.payload, addrs: l.info.addrs, ttl: ttl}
 }
 
-func (s *Service) sendAll(out []outgoing) {
-	for _, o := range out {
-		if err := o.c.write(o.b, o.index); err != nil {
+// sendAll sends out and reports which sends failed.
+func (s *Service) sendAll(out []outgoing) []bool {
+	failed := make([]bool, len(out))
+	for i, o := range out {
+		if err := o.c.write(o.b, o.key.index); err != nil {
+			failed[i] = true
 			s.ctr.sendErrors.Add(1)
-			s.log.Debug("mdns: send failed", "family", o.c.fam.String(), "interface", o.index, "err", err)
+			s.log.Debug("mdns: send failed", "family", o.c.fam.String(), "interface", o.key.index, "err", err)
 			continue
 		}
 		if o.isQuery {
@@ -342,6 +364,7 @@ func (s *Service) sendAll(out []outgoing) {
 			s.ctr.responsesSent.Add(1)
 		}
 	}
+	return failed
 }
 
 // shutdown runs when run ends: goodbyes, group leaves, sockets closed (which ends the
@@ -354,7 +377,7 @@ func (s *Service) shutdown() {
 		if b, err := buildResponse(s.names, s.announcementLocked(l, 0)); err == nil {
 			for _, c := range s.conns {
 				if c.fam == k.fam {
-					out = append(out, outgoing{c, k.index, b, false})
+					out = append(out, outgoing{c, k, b, false})
 				}
 			}
 		}
@@ -422,6 +445,11 @@ func (s *Service) handle(fam family, b []byte, index int, src netip.AddrPort) {
 		return
 	}
 	s.ctr.skipped.Add(uint64(p.skipped))
+	if len(p.instances) > 0 && src.Port() != mdnsPort {
+		// RFC 6762 section 6: responses from another port are not mDNS responses.
+		s.ctr.badPort.Add(1)
+		return
+	}
 	now := time.Now()
 	if p.query {
 		s.ctr.queries.Add(1)
@@ -462,7 +490,8 @@ func (s *Service) handle(fam family, b []byte, index int, src netip.AddrPort) {
 	}
 }
 
-// foundAddrs returns the announced addresses, IPv6 link-local ones zoned with the
+// foundAddrs returns the announced addresses (without the unspecified and multicast ones,
+// which no one can dial), IPv6 link-local ones zoned with the
 // receiving interface (a peer's zone means nothing here), then the source if new.
 func foundAddrs(announced []netip.Addr, src netip.Addr, ifname string) []netip.Addr {
 	out := make([]netip.Addr, 0, len(announced)+1)
@@ -471,7 +500,7 @@ func foundAddrs(announced []netip.Addr, src netip.Addr, ifname string) []netip.A
 		if i < len(announced) {
 			a = announced[i]
 		}
-		if !a.IsValid() {
+		if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
 			continue
 		}
 		if a.Is6() && a.IsLinkLocalUnicast() {

@@ -26,6 +26,9 @@ type Stats struct {
 	// RecordsSkipped counts instances in responses that were ignored: another service,
 	// a bad label, incomplete, a payload over MaxPayload, or beyond 4 per packet.
 	RecordsSkipped uint64
+	// BadSourcePort counts responses ignored because they came from a port other than
+	// 5353 (RFC 6762 section 6).
+	BadSourcePort uint64
 	// Reports counts OnFound calls.
 	Reports uint64
 	// Evicted counts instances forgotten to make room (MaxInstances).
@@ -42,6 +45,6 @@ type Stats struct {
 // counters are the atomic fields behind Stats.
 type counters struct {
 	received, foreign, oversized, tooMany, malformed atomic.Uint64
-	queries, merged, skipped, reports                atomic.Uint64
+	queries, merged, skipped, reports, badPort       atomic.Uint64
 	queriesSent, responsesSent, sendErrors           atomic.Uint64
 }
