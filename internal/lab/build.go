@@ -66,7 +66,13 @@ func goBuild(pkg string) (string, error) {
 	}
 	dir := builds.dir
 	builds.mu.Unlock()
-	out := filepath.Join(dir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg))
+	// One directory per package, so that the program keeps its own name (chat, tendril)
+	// in messages and the output of ps.
+	sub := filepath.Join(dir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg))
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		return "", err
+	}
+	out := filepath.Join(sub, filepath.Base(pkg))
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	if msg, err := exec.CommandContext(ctx, "go", "build", "-o", out, pkg).CombinedOutput(); err != nil {

@@ -295,4 +295,3 @@ func TestTwoLabs(t *testing.T) {
 		t.Errorf("%d namespaces, want 4", n)
 	}
 }
-

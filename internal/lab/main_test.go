@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +39,7 @@ func TestMain(m *testing.M) {
 //	echo ADDR   listens on ADDR, prints "listening on ADDR", echoes every connection
 //	cat         prints "got: LINE" for each line of stdin; exits 0 at its end or on SIGTERM
 //	stubborn    prints "ready", ignores SIGTERM and sleeps
+//	long N      prints a line of N x's, then "after" on stderr, and exits 3
 func runChild(mode, arg string) int {
 	switch mode {
 	case "echo":
@@ -71,6 +74,11 @@ func runChild(mode, arg string) int {
 		}
 		fmt.Fprintln(os.Stderr, "stdin closed")
 		return 0
+	case "long":
+		n, _ := strconv.Atoi(arg)
+		fmt.Println(strings.Repeat("x", n))
+		fmt.Fprint(os.Stderr, "after") // no newline: the last line ends with the output
+		return 3
 	case "stubborn":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ready")

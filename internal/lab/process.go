@@ -27,6 +27,7 @@ type Process struct {
 	name  string // host:program, for messages
 	cmd   *exec.Cmd
 	start time.Time
+	grace time.Duration // between SIGTERM and SIGKILL
 	done  chan struct{} // closed once the program has exited and its output is read
 	err   error         // how it exited; set before done is closed
 
@@ -80,10 +81,8 @@ func (h *Host) start(ctx context.Context, env []string, bin string, args []strin
 	if closed {
 		return nil, errors.New("the lab is closed")
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = grace
 	// If the test process dies without its cleanup, its programs die with it. (The
 	// signal follows the thread that forked; inNetns never lets that thread end.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -106,6 +105,7 @@ func (h *Host) start(ctx context.Context, env []string, bin string, args []strin
 		Stdin:   stdin,
 		name:    h.name + ":" + filepath.Base(bin),
 		cmd:     cmd,
+		grace:   grace,
 		done:    make(chan struct{}),
 		changed: make(chan struct{}),
 	}
@@ -137,13 +137,17 @@ func (h *Host) start(ctx context.Context, env []string, bin string, args []strin
 		return nil, startErr
 	}
 	p.start = time.Now()
-	go p.wait(outR, errR)
+	// Not exec.CommandContext: its Wait reports ctx's error for a program that then
+	// exited 0, and Wait here reports how the program exited.
+	unwatch := context.AfterFunc(ctx, func() { _ = p.Stop() })
+	go p.wait(outR, errR, unwatch)
 	return p, nil
 }
 
 // wait records the output until the program exits, then gives its output a moment to
 // drain (a child of the program may hold the pipes open) before closing them.
-func (p *Process) wait(outR, errR *os.File) {
+func (p *Process) wait(outR, errR *os.File, unwatch func() bool) {
+	defer unwatch()
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go func() { defer readers.Done(); p.record(outR, false) }()
@@ -206,10 +210,10 @@ func (p *Process) WaitLine(ctx context.Context, re *regexp.Regexp) (string, erro
 	for {
 		p.mu.Lock()
 		for i := p.next; i < len(p.lines); i++ {
-			if re.MatchString(p.lines[i].Text) {
+			if text := p.lines[i].Text; re.MatchString(text) {
 				p.next = i + 1
 				p.mu.Unlock()
-				return p.lines[i].Text, nil
+				return text, nil
 			}
 		}
 		changed := p.changed
@@ -282,7 +286,7 @@ func (p *Process) Stop() error {
 }
 
 // stopAll stops every process at once: SIGTERM to all, then SIGKILL to those still
-// running after grace.
+// running after their grace.
 func stopAll(procs []*Process) {
 	for _, p := range procs {
 		select {
@@ -291,7 +295,11 @@ func stopAll(procs []*Process) {
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	timer := time.NewTimer(grace)
+	longest := time.Duration(0)
+	for _, p := range procs {
+		longest = max(longest, p.grace)
+	}
+	timer := time.NewTimer(longest)
 	defer timer.Stop()
 	expired := false
 	for _, p := range procs {
