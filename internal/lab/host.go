@@ -87,8 +87,7 @@ func (h *Host) Attach(s *Segment) *Link {
 		{"-n", s.ns, "link", "add", lk.port, "type", "veth", "peer", "name", lk.Name, "netns", h.ns},
 		{"-n", s.ns, "link", "set", lk.port, "master", "br0", "up"},
 		{"-n", h.ns, "addr", "add", netip.PrefixFrom(lk.Addr, s.v4.Bits()).String(), "dev", lk.Name},
-		// nodad: usable at once, rather than after duplicate address detection's second.
-		{"-n", h.ns, "addr", "add", netip.PrefixFrom(lk.Addr6, s.v6.Bits()).String(), "dev", lk.Name, "nodad"},
+		{"-n", h.ns, "addr", "add", netip.PrefixFrom(lk.Addr6, s.v6.Bits()).String(), "dev", lk.Name},
 		{"-n", h.ns, "link", "set", lk.Name, "up"},
 	}
 	for _, args := range cmds {

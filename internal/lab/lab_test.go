@@ -130,6 +130,9 @@ func TestCloseLeavesNothing(t *testing.T) {
 	lan := l.LAN("lan0")
 	a := l.Host("a", lan)
 	l.Router("r", lan, l.Public("inet"))
+	old := grace
+	grace = 100 * time.Millisecond
+	t.Cleanup(func() { grace = old })
 	p := startChild(ctx, t, a, "stubborn", "")
 	if _, err := p.WaitLine(ctx, regexp.MustCompile("ready")); err != nil {
 		t.Fatal(err)
@@ -137,9 +140,6 @@ func TestCloseLeavesNothing(t *testing.T) {
 	if got := listNamespaces(l.prefix); len(got) != 4 {
 		t.Fatalf("namespaces before Close: %v, want 4", got)
 	}
-	old := grace
-	grace = 100 * time.Millisecond
-	t.Cleanup(func() { grace = old })
 	l.Close()
 	l.Close()
 	if got := listNamespaces(l.prefix); len(got) != 0 {
@@ -170,11 +170,11 @@ func TestHelperFailing(t *testing.T) {
 		lan := l.LAN("lan0")
 		a := l.Host("a", lan)
 		l.Host("b", lan)
+		grace = 100 * time.Millisecond
 		p := startChild(testContext(t), t, a, "stubborn", "")
 		if _, err := p.WaitLine(testContext(t), regexp.MustCompile("ready")); err != nil {
 			t.Fatal(err)
 		}
-		grace = 100 * time.Millisecond
 		fmt.Printf("LAB %s %d\n", l.prefix, p.Pid())
 		switch how {
 		case "fatal":

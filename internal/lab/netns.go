@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -38,10 +39,22 @@ func tool(name string, args ...string) error {
 	return nil
 }
 
-// addNetns creates the named namespace with loopback up.
+// addNetns creates the named namespace with loopback up and IPv6 duplicate address
+// detection off for the interfaces to come: with it, each new interface's link-local
+// address stays unusable for a second or two, and the first packets that a router
+// forwards over IPv6 wait that long for neighbour discovery.
 func addNetns(name string) error {
 	if err := ip("netns", "add", name); err != nil {
 		return err
+	}
+	var err error
+	if derr := inNetns(name, func() {
+		err = os.WriteFile("/proc/sys/net/ipv6/conf/default/accept_dad", []byte("0"), 0)
+	}); derr != nil {
+		return derr
+	}
+	if err != nil {
+		return fmt.Errorf("lab: %s: %w", name, err)
 	}
 	return ip("-n", name, "link", "set", "lo", "up")
 }
