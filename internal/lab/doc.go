@@ -9,7 +9,8 @@
 // ever added to the machine's root namespace. [Host.Attach] joins a host to a segment with
 // a veth pair created directly in the two namespaces: the host's end is eth0, eth1, ... in
 // the order of attachment and gets the next IPv4 and IPv6 address of the segment's
-// prefixes. [Lab.LAN] segments use 10.N.0.0/24 and fd00:0:0:N::/64, private ranges;
+// prefixes; the first link also carries the host's IPv4 multicast route, as a default
+// route would, so that mDNS works on a LAN without a router. [Lab.LAN] segments use 10.N.0.0/24 and fd00:0:0:N::/64, private ranges;
 // [Lab.Public] segments use the documentation ranges 198.51.100.0/24, 203.0.113.0/24 and
 // 192.0.2.0/24 with 2001:db8:0:N::/64, which net/netip classifies as global unicast, so a
 // host there looks like a node on the internet; none of these packets can leave the lab.
@@ -28,7 +29,7 @@
 //
 // # Requirements and teardown
 //
-// A lab needs Linux, root and iproute2's ip and tc. Without them [New] skips the test,
+// A lab needs Linux with IPv6, root and iproute2's ip and tc. Without them [New] skips the test,
 // unless the environment has TENDRIL_LAB=require (CI sets it), in which case it fails.
 // Every name the lab creates starts with "tl<pid>-": the test process's ID. The test's
 // cleanup stops the processes (SIGTERM, then SIGKILL after a grace period), logs their

@@ -61,7 +61,8 @@ func (h *Host) Name() string { return h.name }
 // String returns the host's name, for messages.
 func (h *Host) String() string { return h.name }
 
-// Attach joins h to s and returns the new link, up and addressed.
+// Attach joins h to s and returns the new link, up and addressed. The first link also
+// carries the host's IPv4 multicast route (224.0.0.0/4).
 func (h *Host) Attach(s *Segment) *Link {
 	l := h.lab
 	l.t.Helper()
@@ -89,6 +90,12 @@ func (h *Host) Attach(s *Segment) *Link {
 		{"-n", h.ns, "addr", "add", netip.PrefixFrom(lk.Addr, s.v4.Bits()).String(), "dev", lk.Name},
 		{"-n", h.ns, "addr", "add", netip.PrefixFrom(lk.Addr6, s.v6.Bits()).String(), "dev", lk.Name},
 		{"-n", h.ns, "link", "set", lk.Name, "up"},
+	}
+	if lk.Name == "eth0" {
+		// What a machine's default route does for a program that sends to a multicast
+		// group without choosing an interface (mDNS): on a LAN without a router, there
+		// is no default route to do it.
+		cmds = append(cmds, []string{"-n", h.ns, "route", "add", "224.0.0.0/4", "dev", lk.Name})
 	}
 	for _, args := range cmds {
 		if err := ip(args...); err != nil {
