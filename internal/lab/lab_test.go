@@ -229,8 +229,17 @@ func TestSweepRemovesDeadLeftovers(t *testing.T) {
 	if alive(deadPID) {
 		t.Skipf("PID %d was reused at once", deadPID)
 	}
+	// Another live process: a name of its own must survive the sweep as this one's does.
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = other.Process.Kill()
+		_ = other.Wait()
+	})
 	stale := fmt.Sprintf("tl%d-1-a", deadPID)
-	live := []string{fmt.Sprintf("tl%d-0-keep", os.Getpid()), "tl1-0-keep"}
+	live := []string{fmt.Sprintf("tl%d-0-keep", os.Getpid()), fmt.Sprintf("tl%d-0-keep", other.Process.Pid)}
 	for _, ns := range append([]string{stale}, live...) {
 		if err := addNetns(ns); err != nil {
 			t.Fatal(err)
