@@ -11,8 +11,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -23,6 +21,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"golang.org/x/sys/unix"
 
+	"github.com/tendril-p2p/tendril/internal/lab"
 	"github.com/tendril-p2p/tendril/mux"
 	"github.com/tendril-p2p/tendril/protocol"
 	"github.com/tendril-p2p/tendril/secio"
@@ -591,83 +590,32 @@ func receiveQueue(c net.Conn) int {
 	return n
 }
 
-// netns is a network namespace of the test's own: loopback up, the given IPv6 prefixes
-// routed to it (AnyIP: every address in them is local) and, in it alone, binding to
-// addresses not configured on an interface allowed. Goroutines enter it with spawn, on a
-// locked OS thread that never leaves it (the thread ends with its goroutine). The kernel
-// frees the namespace when its last thread, socket and descriptor are gone: Cleanup closes
-// the descriptor, and the test's own Close and leak checks the rest.
+// netns is a lab host of the test's own (internal/lab): loopback up, the given IPv6
+// prefixes routed to it (AnyIP: every address in them is local) and, in it alone,
+// binding to addresses not configured on an interface allowed. Goroutines enter it with
+// spawn. The lab's cleanup, registered before the test's leak checks, deletes it after them.
 type netns struct {
-	fd int
+	host *lab.Host
 }
 
 func newNetns(t *testing.T, prefixes ...string) *netns {
 	t.Helper()
-	// CI sets TENDRIL_LAB=require: there, a namespace that cannot be made fails the test
-	// rather than skipping it.
-	skip := t.Skipf
-	if os.Getenv("TENDRIL_LAB") == "require" {
-		skip = t.Fatalf
-	}
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		skip("network namespaces need Linux and root")
-	}
-	ip, err := exec.LookPath("ip")
-	if err != nil {
-		skip("no ip command (iproute2)")
-	}
-	type result struct {
-		fd  int
-		err error
-	}
-	ch := make(chan result)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			ch <- result{-1, fmt.Errorf("unshare: %w", err)}
-			return
+	h := lab.New(t).Host("flood")
+	for _, p := range prefixes {
+		if _, err := h.Run(t.Context(), "ip", "-6", "route", "add", "local", p, "dev", "lo"); err != nil {
+			t.Fatal(err)
 		}
-		fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			ch <- result{-1, err}
-			return
-		}
-		cmds := [][]string{{"link", "set", "lo", "up"}}
-		for _, p := range prefixes {
-			cmds = append(cmds, []string{"-6", "route", "add", "local", p, "dev", "lo"})
-		}
-		for _, args := range cmds {
-			// A child forked from this locked thread starts in its namespace.
-			if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil {
-				unix.Close(fd)
-				ch <- result{-1, fmt.Errorf("ip %v: %v: %s", args, err, out)}
-				return
-			}
-		}
-		// /proc/sys/net is the namespace of the thread that opens it.
-		if err := os.WriteFile("/proc/sys/net/ipv6/ip_nonlocal_bind", []byte("1"), 0); err != nil {
-			unix.Close(fd)
-			ch <- result{-1, err}
-			return
-		}
-		ch <- result{fd, nil}
-	}()
-	r := <-ch
-	if r.err != nil {
-		skip("cannot set up a network namespace: %v", r.err)
 	}
-	t.Cleanup(func() { unix.Close(r.fd) })
-	return &netns{fd: r.fd}
+	h.Sysctl("net.ipv6.ip_nonlocal_bind", "1")
+	return &netns{host: h}
 }
 
 // spawn runs f on a new goroutine inside the namespace. Sockets f creates belong to it;
 // goroutines f starts do not run in it.
 func (n *netns) spawn(f func()) {
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := unix.Setns(n.fd, unix.CLONE_NEWNET); err != nil {
-			panic(fmt.Sprintf("setns: %v", err))
+		if err := n.host.Do(f); err != nil {
+			panic(err)
 		}
-		f()
 	}()
 }
