@@ -12,7 +12,10 @@ import (
 // exactly one slot of the new table or of the tried table, so the book never holds more
 // than NewBuckets*NewSlots + TriedBuckets*TriedSlots addresses (10,240 by default), nor
 // more than MaxPeers peers, nor more than MaxAddrsPerPeer addresses of one peer, nor an
-// address longer than MaxAddrSize bytes.
+// address longer than MaxAddrSize bytes. It holds at most one signed record per peer
+// (AddRecord), dropped when the peer's last address leaves, so records take at most
+// MaxPeers x peerrecord.MaxSize bytes of encodings (4 MiB by default) and their parsed
+// addresses.
 type Config struct {
 	// MaxAddrsPerPeer bounds the addresses kept for one peer (default 16). A node
 	// listens on a handful of addresses; go-libp2p's peerstore had no such cap and grew
