@@ -187,7 +187,9 @@ func TestHostilePrivateToPublic(t *testing.T) {
 		switch {
 		case public && (len(got) != 1 || got[0] != "/ip4/8.8.8.8/tcp/1"):
 			t.Fatalf("from a public peer the book took %v", got)
-		case !public && len(got) < 10:
+		case !public && len(got) < 5:
+			// Ten unroutable addresses, one group, one source: one bucket, where a few
+			// collide.
 			t.Fatalf("from a local peer the book took only %v", got)
 		}
 	}
