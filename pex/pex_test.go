@@ -351,3 +351,18 @@ func TestConfigValidate(t *testing.T) {
 	p.Close()
 	p.Close()
 }
+
+// TestPeriodicAsk: the loop asks a connected peer every AskInterval while the book is
+// small, an inbound one when there is no outbound: B, dialled by A, learns from A.
+func TestPeriodicAsk(t *testing.T) {
+	net := memory.NewNetwork(memory.NetworkConfig{})
+	a := newNode(t, net, manual)
+	b := newNode(t, net, Config{AskInterval: 50 * time.Millisecond})
+	c := newNode(t, net, manual)
+	a.book.AddRecord(time.Now(), c.record(t), addrbook.Source{Kind: addrbook.SourceIdentify})
+	dial(t, a.svc, b.addr)
+	waitFor(t, "B to ask A", func() bool { return b.book.Record(c.svc.ID()) != nil })
+	if st := a.pex.Stats(); st.Served == 0 {
+		t.Fatal("A served nothing")
+	}
+}
