@@ -81,6 +81,9 @@ type Book struct {
 	newT   table
 	triedT table
 	n      int // entries in the book
+	// records holds the latest signed record of peers in the book (never of a peer
+	// without an entry: drop forgets it with the peer's last address).
+	records map[secio.PeerID]*heldRecord
 }
 
 // New returns an empty book with the bounds of cfg (nil means DefaultConfig, and zero
@@ -101,12 +104,13 @@ func New(cfg *Config, key [32]byte) (*Book, error) {
 	var seed [32]byte
 	blake3.DeriveKey(seed[:], "tendril addrbook selection", key[:])
 	return &Book{
-		cfg:    c,
-		hash:   newHasher(key),
-		rng:    rand.New(rand.NewChaCha8(seed)),
-		peers:  make(map[secio.PeerID][]*entry),
-		newT:   newTable(c.NewBuckets, c.NewSlots),
-		triedT: newTable(c.TriedBuckets, c.TriedSlots),
+		cfg:     c,
+		hash:    newHasher(key),
+		rng:     rand.New(rand.NewChaCha8(seed)),
+		peers:   make(map[secio.PeerID][]*entry),
+		records: make(map[secio.PeerID]*heldRecord),
+		newT:    newTable(c.NewBuckets, c.NewSlots),
+		triedT:  newTable(c.TriedBuckets, c.TriedSlots),
 	}, nil
 }
 

@@ -144,8 +144,8 @@ func (b *Book) promote(now time.Time, e *entry) {
 	occ.pos, occ.tried = npos, false
 }
 
-// drop removes e from its table and from its peer's list, and the peer with its last
-// address.
+// drop removes e from its table and from its peer's list, and the peer (and its record)
+// with its last address.
 func (b *Book) drop(e *entry) {
 	if e.tried {
 		b.triedT.slots[e.pos] = nil
@@ -159,6 +159,7 @@ func (b *Book) drop(e *entry) {
 	}
 	if len(list) == 0 {
 		delete(b.peers, e.peer)
+		delete(b.records, e.peer)
 	} else {
 		b.peers[e.peer] = list
 	}

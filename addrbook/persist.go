@@ -11,21 +11,31 @@ import (
 
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/tendril-p2p/tendril/peerrecord"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
 // The saved book is one JSON document:
 //
-//	{"version":1,"entries":[{"peer":"gV...","addr":"/ip4/1.2.3.4/tcp/4001",
+//	{"version":2,"entries":[{"peer":"gV...","addr":"/ip4/1.2.3.4/tcp/4001",
 //	  "source":"identify","via":"ip4:5.6.0.0/16","first_seen":"2026-...","last_seen":"...",
 //	  "last_attempt":"...","last_success":"...","failures":0,"last_error":"...",
-//	  "tried":true}, ...]}
+//	  "tried":true}, ...],
+//	 "records":["AS1x...", ...]}
 //
 // Positions are not saved: Load recomputes them with the loading book's key, through the
-// same rules as Add, so a file cannot place an entry where the book would not.
+// same rules as Add, so a file cannot place an entry where the book would not. Records are
+// their signed encodings in base64, verified again on Load: the file is no more trusted
+// than a peer. Version 1 (no records) is still read.
 
-// formatVersion is the version Save writes and Load reads.
-const formatVersion = 1
+// formatVersion is the version Save writes; Load reads it and formatVersionNoRecords.
+const (
+	formatVersion          = 2
+	formatVersionNoRecords = 1
+)
+
+// bytesPerRecord bounds one saved record: MaxSize bytes in base64, quotes and a comma.
+const bytesPerRecord = (peerrecord.MaxSize+2)/3*4 + 4
 
 // bytesPerEntry is a generous bound on one saved entry: the longest address, a peer ID,
 // a group, four timestamps and a cut error message fit in it.
@@ -34,6 +44,7 @@ const bytesPerEntry = 2048
 type savedBook struct {
 	Version int          `json:"version"`
 	Entries []savedEntry `json:"entries"`
+	Records [][]byte     `json:"records,omitempty"`
 }
 
 type savedEntry struct {
@@ -54,12 +65,20 @@ type savedEntry struct {
 func (b *Book) capacity() int { return len(b.newT.slots) + len(b.triedT.slots) }
 
 // maxFileSize bounds what Load reads: a full book's file with room to spare.
-func (b *Book) maxFileSize() int64 { return int64(b.capacity())*bytesPerEntry + 4096 }
+func (b *Book) maxFileSize() int64 {
+	return int64(b.capacity())*bytesPerEntry + int64(b.maxRecords())*bytesPerRecord + 4096
+}
 
-// Save writes the book's entries that have not expired by now, tried ones first.
+// maxRecords is the number of records the book can hold: one per peer, and a peer has an
+// address in the tables.
+func (b *Book) maxRecords() int { return min(b.cfg.MaxPeers, b.capacity()) }
+
+// Save writes the book's entries that have not expired by now, tried ones first, and the
+// records of their peers.
 func (b *Book) Save(w io.Writer, now time.Time) error {
 	b.mu.Lock()
 	doc := savedBook{Version: formatVersion, Entries: []savedEntry{}}
+	saved := make(map[secio.PeerID]bool)
 	for _, t := range []*table{&b.triedT, &b.newT} {
 		for _, e := range t.slots {
 			if e == nil || !now.Before(b.expires(e)) {
@@ -72,6 +91,10 @@ func (b *Book) Save(w io.Writer, now time.Time) error {
 				LastAttempt: e.lastAttempt, LastSuccess: e.lastSuccess,
 				Failures: e.failures, LastError: e.lastErr, Tried: e.tried,
 			})
+			if h := b.records[e.peer]; h != nil && !saved[e.peer] {
+				saved[e.peer] = true
+				doc.Records = append(doc.Records, h.rec.Bytes())
+			}
 		}
 	}
 	b.mu.Unlock()
@@ -133,7 +156,9 @@ func (b *Book) LoadFile(path string, now time.Time) (int, error) {
 // b is unchanged). Each entry then goes through Add's rules and bounds, with its history;
 // entries that are invalid (a bad peer ID or address, an unknown source), expired, or
 // that the bounds refuse are skipped. Times after now are taken as now, so a file from
-// the future cannot keep an entry forever.
+// the future cannot keep an entry forever. Each record is verified (peerrecord.Parse: at
+// most one per peer the book can hold, one signature check each) and kept, as AddRecord keeps one, only
+// for a peer the book then holds; records that fail are skipped.
 func (b *Book) Load(r io.Reader, now time.Time) (int, error) {
 	limit := b.maxFileSize()
 	data, err := io.ReadAll(io.LimitReader(r, limit+1))
@@ -151,11 +176,26 @@ func (b *Book) Load(r io.Reader, now time.Time) (int, error) {
 	if dec.More() {
 		return 0, &LoadError{Err: ErrCorrupt, Detail: "data after the document"}
 	}
-	if doc.Version != formatVersion {
-		return 0, &LoadError{Err: ErrVersion, Detail: fmt.Sprintf("version %d, want %d", doc.Version, formatVersion)}
+	switch doc.Version {
+	case formatVersion:
+	case formatVersionNoRecords:
+		doc.Records = nil
+	default:
+		return 0, &LoadError{Err: ErrVersion, Detail: fmt.Sprintf("version %d, want %d or %d", doc.Version, formatVersion, formatVersionNoRecords)}
 	}
 	if len(doc.Entries) > b.capacity() {
 		return 0, &LoadError{Err: ErrFileTooLarge, Detail: fmt.Sprintf("%d entries, the tables hold %d", len(doc.Entries), b.capacity())}
+	}
+	if len(doc.Records) > b.maxRecords() {
+		return 0, &LoadError{Err: ErrFileTooLarge, Detail: fmt.Sprintf("%d records, the book holds %d", len(doc.Records), b.maxRecords())}
+	}
+	// Verify before locking: a signature check is the slow part, and the book stays
+	// usable meanwhile.
+	var recs []*peerrecord.Record
+	for _, raw := range doc.Records {
+		if rec, err := peerrecord.Parse(raw); err == nil {
+			recs = append(recs, rec)
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -167,6 +207,13 @@ func (b *Book) Load(r io.Reader, now time.Time) (int, error) {
 			if s := &doc.Entries[i]; s.Tried == tried && b.restore(now, s) {
 				kept++
 			}
+		}
+	}
+	for _, rec := range recs {
+		peer := rec.Peer()
+		old := b.records[peer]
+		if _, in := b.peers[peer]; in && (old == nil || rec.Supersedes(old.rec)) {
+			b.records[peer] = newHeldRecord(rec)
 		}
 	}
 	return kept, nil

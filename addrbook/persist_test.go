@@ -143,10 +143,10 @@ func TestLoadErrors(t *testing.T) {
 		{"wrong shape", `{"version":1,"entries":{"a":1}}`, ErrCorrupt},
 		{"trailing data", `{"version":1,"entries":[]} {}`, ErrCorrupt},
 		{"truncated", `{"version":1,"entries":[{"peer":`, ErrCorrupt},
-		{"version", `{"version":2,"entries":[]}`, ErrVersion},
+		{"version", `{"version":3,"entries":[]}`, ErrVersion},
 		{"no version", `{"entries":[]}`, ErrVersion},
 		{"too many entries", `{"version":1,"entries":[` + strings.Join(many, ",") + `]}`, ErrFileTooLarge},
-		{"too many bytes", `{"version":1,"entries":[],"pad":"` + strings.Repeat("x", 6*bytesPerEntry+4096) + `"}`, ErrFileTooLarge},
+		{"too many bytes", `{"version":1,"entries":[],"pad":"` + strings.Repeat("x", 6*bytesPerEntry+6*bytesPerRecord+4096) + `"}`, ErrFileTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBook(t, small)

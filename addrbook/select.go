@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tendril-p2p/tendril/peerrecord"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -163,26 +164,76 @@ func (b *Book) Sample(now time.Time, n int, opts SampleOptions) []Entry {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	queues := make(map[Group]*groupQueue)
-	askers := groupQueue{g: opts.Asker}
+	var cands []*entry
 	for _, t := range []*table{&b.triedT, &b.newT} {
 		for _, e := range t.slots {
-			if e == nil || b.terrible(now, e) {
-				continue
+			if e != nil && !b.terrible(now, e) && !(opts.OmitLocal && localGroup(e.group)) {
+				cands = append(cands, e)
 			}
-			if opts.OmitLocal && (e.group == GroupLocal || e.group == GroupMemory) {
-				continue
-			}
-			if opts.Asker != "" && e.group == opts.Asker {
-				if e.tried {
-					askers.tried = append(askers.tried, e)
-				} else {
-					askers.fresh = append(askers.fresh, e)
-				}
-				continue
-			}
-			queue(queues, e)
 		}
+	}
+	return b.exportAll(b.sample(cands, n, opts))
+}
+
+// SampleRecords returns up to n signed records (at most MaxSample) to answer a
+// peer-exchange request: one per peer, chosen as Sample chooses addresses (spread across
+// groups, the asker's own group a quarter of the rest at most), among the addresses that
+// came with the peer's current record and are neither worthless nor expired. With
+// OmitLocal, a record that lists any unroutable or in-process address is left out whole:
+// a signed record cannot be trimmed, and such addresses are never handed to public peers.
+func (b *Book) SampleRecords(now time.Time, n int, opts SampleOptions) []*peerrecord.Record {
+	n = min(n, b.cfg.MaxSample)
+	if n <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var cands []*entry
+	for peer, h := range b.records {
+		if opts.OmitLocal && h.local {
+			continue
+		}
+		// The peer's best recorded address stands for it, so a record is drawn once.
+		var best *entry
+		for _, e := range b.peers[peer] {
+			if b.terrible(now, e) || !h.lists(e.key) {
+				continue
+			}
+			if best == nil || b.compare(now, e, best) < 0 {
+				best = e
+			}
+		}
+		if best != nil {
+			cands = append(cands, best)
+		}
+	}
+	picked := b.sample(cands, n, opts)
+	out := make([]*peerrecord.Record, len(picked))
+	for i, e := range picked {
+		out[i] = b.records[e.peer].rec
+	}
+	return out
+}
+
+// localGroup reports whether g's addresses are of no use to a peer elsewhere on the
+// Internet.
+func localGroup(g Group) bool { return g == GroupLocal || g == GroupMemory }
+
+// sample spreads up to n of cands across groups, holding the asker's group back to a
+// quarter of the others.
+func (b *Book) sample(cands []*entry, n int, opts SampleOptions) []*entry {
+	queues := make(map[Group]*groupQueue)
+	askers := groupQueue{g: opts.Asker}
+	for _, e := range cands {
+		if opts.Asker != "" && e.group == opts.Asker {
+			if e.tried {
+				askers.tried = append(askers.tried, e)
+			} else {
+				askers.fresh = append(askers.fresh, e)
+			}
+			continue
+		}
+		queue(queues, e)
 	}
 	b.shuffleQueues(queues)
 	out := b.spread(queues, n)
@@ -190,5 +241,5 @@ func (b *Book) Sample(now time.Time, n int, opts SampleOptions) []Entry {
 		b.shuffleQueues(map[Group]*groupQueue{opts.Asker: &askers})
 		out = append(out, b.spread(map[Group]*groupQueue{opts.Asker: &askers}, k)...)
 	}
-	return b.exportAll(out)
+	return out
 }
