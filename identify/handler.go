@@ -57,10 +57,6 @@ func (h handler) Received(c *tendril.Context, msg []byte) {
 		i.stats.ignored.Add(1)
 		return
 	}
-	if len(msg) > MaxMessageSize {
-		i.failLocked(sess, p, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(msg), MaxMessageSize))
-		return
-	}
 	if !p.recv.allow(now, i.recvRate) {
 		p.dropped++
 		i.stats.dropped.Add(1)

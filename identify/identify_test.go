@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,7 +118,7 @@ func TestPushOnChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "the burst's last state", func() bool {
+	waitFor(t, 2*time.Second, "the burst's last state", func() bool {
 		info, _ := a.id.Info(b.svc.ID())
 		return hasProto(info.Protocols, "/burst/39")
 	})
@@ -129,24 +130,77 @@ func TestPushOnChange(t *testing.T) {
 	}
 }
 
-// TestForgetOnDisconnect: what a peer said is forgotten with its session.
+// TestForgetOnDisconnect: what a peer said is forgotten with its identify stream, whether
+// the peer closes only the stream or the whole session.
 func TestForgetOnDisconnect(t *testing.T) {
 	network := memory.NewNetwork(memory.NetworkConfig{})
 	a := newIdentified(t, network, Config{})
 	b := newIdentified(t, network, Config{})
-	sess := dial(t, a.node, b.node)
-	waitFor(t, 5*time.Second, "a identified b", func() bool { _, ok := a.id.Info(b.svc.ID()); return ok })
-	sess.Close()
-	waitFor(t, 5*time.Second, "a forgot b", func() bool {
-		a.id.mu.Lock()
-		defer a.id.mu.Unlock()
-		return len(a.id.peers) == 0
+	c := newIdentified(t, network, Config{})
+	dial(t, a.node, b.node)
+	sess := dial(t, a.node, c.node)
+	waitFor(t, 5*time.Second, "a identified b and c", func() bool {
+		_, ok1 := a.id.Info(b.svc.ID())
+		_, ok2 := a.id.Info(c.svc.ID())
+		return ok1 && ok2
 	})
-	if _, ok := a.id.Info(b.svc.ID()); ok {
-		t.Error("Info of a disconnected peer")
+	forgot := func(n int) func() bool {
+		return func() bool {
+			a.id.mu.Lock()
+			defer a.id.mu.Unlock()
+			return len(a.id.peers) == n
+		}
+	}
+	b.id.Close() // b's identify stream closes; its session stays
+	waitFor(t, 5*time.Second, "a forgot b", forgot(1))
+	if a.svc.Session(b.svc.ID()) == nil {
+		t.Fatal("b's session closed with its identify stream")
+	}
+	sess.Close()
+	waitFor(t, 5*time.Second, "a forgot c", forgot(0))
+	for _, n := range []*identified{b, c} {
+		if _, ok := a.id.Info(n.svc.ID()); ok {
+			t.Error("Info of a peer whose identify stream ended")
+		}
 	}
 	if obs := a.id.ObservedAddrs(); len(obs) != 0 {
-		t.Errorf("observed addresses of a disconnected peer: %v", obs)
+		t.Errorf("observed addresses of peers gone: %v", obs)
+	}
+}
+
+// TestPushPaced: a node whose addresses change every 50 ms pushes no faster than its push
+// bucket, so that the peer (same settings) drops none of its updates, and the last state
+// arrives.
+func TestPushPaced(t *testing.T) {
+	network := memory.NewNetwork(memory.NetworkConfig{})
+	cfg := Config{UpdateInterval: 400 * time.Millisecond} // pushes: 4 at once, then one per 500 ms
+	a := newIdentified(t, network, cfg)
+	var port atomic.Int32
+	port.Store(1000)
+	cfg.Addrs = func() []ma.Multiaddr {
+		return []ma.Multiaddr{ma.StringCast(fmt.Sprintf("/ip4/198.51.100.1/tcp/%d", port.Load()))}
+	}
+	b := newIdentified(t, network, cfg)
+	dial(t, a.node, b.node)
+	waitFor(t, 5*time.Second, "a identified b", func() bool { _, ok := a.id.Info(b.svc.ID()); return ok })
+	start := time.Now()
+	for range 40 {
+		port.Add(1)
+		b.id.Update()
+		time.Sleep(50 * time.Millisecond)
+	}
+	last := fmt.Sprintf("/ip4/198.51.100.1/tcp/%d", port.Load())
+	waitFor(t, 3*time.Second, "the last address", func() bool {
+		info, _ := a.id.Info(b.svc.ID())
+		return info.Record.Addrs()[0].String() == last
+	})
+	elapsed := time.Since(start)
+	r := b.id.pushRate
+	if max := uint64(r.burst) + uint64(elapsed/r.interval) + 1; b.id.Stats().Sent > max {
+		t.Errorf("%d messages sent in %v, pace allows %d", b.id.Stats().Sent, elapsed, max)
+	}
+	if s := a.id.Stats(); s.Dropped != 0 {
+		t.Errorf("the peer dropped %d updates", s.Dropped)
 	}
 }
 
@@ -201,4 +255,32 @@ func TestSignedAddrsFromConfig(t *testing.T) {
 		info, _ := a.id.Info(b.svc.ID())
 		return len(info.Record.Addrs()) == 2
 	})
+}
+
+// TestPushCoalesced: changes within PushDelay of the first go out as one message with the
+// last state.
+func TestPushCoalesced(t *testing.T) {
+	network := memory.NewNetwork(memory.NetworkConfig{})
+	a := newIdentified(t, network, Config{})
+	var port atomic.Int32
+	port.Store(1000)
+	b := newIdentified(t, network, Config{PushDelay: 500 * time.Millisecond, Addrs: func() []ma.Multiaddr {
+		return []ma.Multiaddr{ma.StringCast(fmt.Sprintf("/ip4/198.51.100.1/tcp/%d", port.Load()))}
+	}})
+	dial(t, a.node, b.node)
+	waitFor(t, 5*time.Second, "a identified b", func() bool { _, ok := a.id.Info(b.svc.ID()); return ok })
+	sent := b.id.Stats().Sent
+	for range 10 {
+		port.Add(1)
+		b.id.Update()
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitFor(t, 2*time.Second, "the last address", func() bool {
+		info, _ := a.id.Info(b.svc.ID())
+		return info.Record.Addrs()[0].String() == "/ip4/198.51.100.1/tcp/1010"
+	})
+	time.Sleep(100 * time.Millisecond)
+	if n := b.id.Stats().Sent - sent; n != 1 {
+		t.Errorf("10 changes in 200 ms sent %d messages, want 1", n)
+	}
 }
