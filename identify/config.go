@@ -37,8 +37,8 @@ type Config struct {
 	Agent string
 
 	// Addrs returns the transport multiaddrs (without /p2p/) this node advertises in its
-	// signed record; identify calls it at New, when a listener starts or closes, and on
-	// Identify.Update. At most peerrecord.MaxAddrs are used. Nil: DefaultAddrs, the
+	// signed record; identify calls it at New, when a session opens, when a listener
+	// starts or closes, and on Identify.Update. At most peerrecord.MaxAddrs are used. Nil: DefaultAddrs, the
 	// Service's listen addresses with unspecified IPs replaced by the machine's interface
 	// addresses.
 	Addrs func() []ma.Multiaddr

@@ -13,11 +13,16 @@ import (
 // handler is identify's tendril.Handler. Its calls for one session are sequential.
 type handler struct{ i *Identify }
 
-// Connected sends this node's state on the new stream, or closes the stream at once if
+// Connected sends this node's current state on the new stream, or closes the stream at once if
 // the session's earlier identify stream was closed for an error.
 func (h handler) Connected(c *tendril.Context, _ string) {
 	i := h.i
 	sess := c.Session()
+	// The first message carries the state of now, not of the last push: a listener
+	// started a moment ago is in it.
+	if i.refresh(time.Now()) {
+		i.Update() // and the other peers get it too
+	}
 	i.mu.Lock()
 	if i.closed {
 		i.mu.Unlock()
