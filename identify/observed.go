@@ -28,30 +28,45 @@ type ObservedAddr struct {
 // the sessions and follows them. Reachability checks build on it: an address seen from
 // several groups is likely this node's public mapping.
 func (i *Identify) ObservedAddrs() []ObservedAddr {
-	type tally struct {
+	var obs []observation
+	i.mu.Lock()
+	for _, p := range i.peers {
+		if p.info.Record != nil && len(p.info.Observed) > 0 {
+			obs = append(obs, observation{p.info.Observed, p.group})
+		}
+	}
+	i.mu.Unlock()
+	return tally(obs)
+}
+
+// observation is one peer's report of this node's address, and the peer's own group.
+type observation struct {
+	addr  ma.Multiaddr
+	group addrbook.Group
+}
+
+// tally counts the peers and distinct groups behind each address and orders them: most
+// groups first, then most peers, then by address; at most MaxObservedAddrs.
+func tally(obs []observation) []ObservedAddr {
+	type count struct {
 		ObservedAddr
 		groups map[addrbook.Group]struct{}
 	}
-	byAddr := make(map[string]*tally)
-	i.mu.Lock()
-	for _, p := range i.peers {
-		if p.info.Record == nil || len(p.info.Observed) == 0 {
-			continue
+	byAddr := make(map[string]*count)
+	for _, o := range obs {
+		k := string(o.addr.Bytes())
+		c := byAddr[k]
+		if c == nil {
+			c = &count{ObservedAddr: ObservedAddr{Addr: o.addr}, groups: make(map[addrbook.Group]struct{})}
+			byAddr[k] = c
 		}
-		k := string(p.info.Observed.Bytes())
-		t := byAddr[k]
-		if t == nil {
-			t = &tally{ObservedAddr: ObservedAddr{Addr: p.info.Observed}, groups: make(map[addrbook.Group]struct{})}
-			byAddr[k] = t
-		}
-		t.Peers++
-		t.groups[p.group] = struct{}{}
+		c.Peers++
+		c.groups[o.group] = struct{}{}
 	}
-	i.mu.Unlock()
 	out := make([]ObservedAddr, 0, len(byAddr))
-	for _, t := range byAddr {
-		t.Groups = len(t.groups)
-		out = append(out, t.ObservedAddr)
+	for _, c := range byAddr {
+		c.Groups = len(c.groups)
+		out = append(out, c.ObservedAddr)
 	}
 	slices.SortFunc(out, func(a, b ObservedAddr) int {
 		if c := cmp.Compare(b.Groups, a.Groups); c != 0 {
