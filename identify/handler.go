@@ -18,11 +18,6 @@ type handler struct{ i *Identify }
 func (h handler) Connected(c *tendril.Context, _ string) {
 	i := h.i
 	sess := c.Session()
-	// The first message carries the state of now, not of the last push: a listener
-	// started a moment ago is in it.
-	if i.refresh(time.Now()) {
-		i.Update() // and the other peers get it too
-	}
 	i.mu.Lock()
 	if i.closed {
 		i.mu.Unlock()
@@ -41,6 +36,13 @@ func (h handler) Connected(c *tendril.Context, _ string) {
 		c.Close()
 		return
 	}
+	i.mu.Unlock()
+	// The first message carries the state of now, not of the last push: a listener
+	// started a moment ago is in it.
+	if i.refresh(time.Now()) {
+		i.Update() // and the other peers get it too
+	}
+	i.mu.Lock()
 	p.push.allow(time.Now(), i.pushRate)
 	p.sentGen = i.local.gen
 	msg := i.messageLocked(sess)
