@@ -1,0 +1,92 @@
+package identify
+
+import (
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	ma "github.com/multiformats/go-multiaddr"
+	"github.com/tendril-p2p/tendril"
+	"github.com/tendril-p2p/tendril/peerrecord"
+)
+
+// refresh reads this node's addresses and protocols and, if they changed, makes a new
+// gen: a record re-signed with the next sequence number when the addresses changed, the
+// protocol list when the protocols did. It reports whether anything changed.
+func (i *Identify) refresh(now time.Time) bool {
+	addrs := i.cfg.Addrs()
+	if len(addrs) > peerrecord.MaxAddrs {
+		addrs = addrs[:peerrecord.MaxAddrs]
+	}
+	addrs = ma.Unique(addrs)
+	protos := advertised(i.svc.Protocols())
+
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	cur := i.local
+	changed := false
+	if cur.rec == nil || !slices.EqualFunc(cur.rec.Addrs(), addrs, ma.Multiaddr.Equal) {
+		var last uint64
+		if cur.rec != nil {
+			last = cur.rec.Seq()
+		}
+		rec, err := peerrecord.New(i.cfg.PrivateKey, peerrecord.NextSeq(now, last), addrs)
+		if err != nil {
+			// Only a record above peerrecord.MaxSize (very long DNS names): keep the old.
+			i.cfg.Logger.Warn("identify: cannot sign a record of this node's addresses", "err", err)
+		} else {
+			cur.rec, changed = rec, true
+		}
+	}
+	if !slices.EqualFunc(cur.protocols, protos, equalProto) {
+		cur.protocols, changed = protos, true
+	}
+	if changed {
+		cur.gen++
+		i.local = cur
+	}
+	return changed
+}
+
+// advertised lists the registered protocols as identify tells them, leaving out what a
+// peer would refuse: names and versions beyond the caps, and identify itself (every peer
+// that answers identify speaks it).
+func advertised(protos []tendril.Protocol) []ProtoVersions {
+	var out []ProtoVersions
+	for _, p := range protos {
+		if p.Name == ProtocolName || !validText(p.Name, MaxProtocolName) || !strings.HasPrefix(p.Name, "/") {
+			continue
+		}
+		pv := ProtoVersions{Name: p.Name}
+		for _, v := range p.Versions {
+			if v != "" && validText(v, MaxVersionLen) && len(pv.Versions) < MaxVersions {
+				pv.Versions = append(pv.Versions, v)
+			}
+		}
+		out = append(out, pv)
+		if len(out) == MaxProtocols {
+			break
+		}
+	}
+	return out
+}
+
+func validText(s string, limit int) bool { return len(s) <= limit && utf8.ValidString(s) }
+
+func equalProto(a, b ProtoVersions) bool {
+	return a.Name == b.Name && slices.Equal(a.Versions, b.Versions)
+}
+
+// messageLocked encodes what this node tells sess's peer now. i.mu must be held.
+func (i *Identify) messageLocked(sess *tendril.Session) []byte {
+	m := message{record: i.local.rec.Bytes(), agent: i.cfg.Agent, protocols: i.local.protocols}
+	if obs := sess.RemoteAddr().Transport; len(obs.Bytes()) <= MaxObservedAddr {
+		m.observed = obs
+	}
+	b, n := m.appendTo(make([]byte, 0, 512))
+	if n < len(m.protocols) {
+		i.cfg.Logger.Debug("identify: protocols left out to fit the message", "listed", n, "registered", len(m.protocols))
+	}
+	return b
+}
