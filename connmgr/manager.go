@@ -266,39 +266,22 @@ func (m *Manager) round() time.Duration {
 		ps := st.peers.m[p]
 		return ps != nil && ps.notBefore.After(now)
 	}
-	// A candidate whose addresses all turn out to be backing off (the book's history
-	// says so; the Manager had not looked yet) is marked and the book asked again.
-	for pass := 0; room > 0 && pass < 4; pass++ {
-		n := selectSize(room, sl.cappedGroups())
-		cands := m.book.Select(now, n, exclude)
-		again := false
-		for _, c := range cands {
-			if room == 0 {
-				break
-			}
-			ps := st.peers.m[c.Peer]
-			var states map[string]*addrState
-			if ps != nil {
-				states = ps.addrs
-			}
-			ch, at, ok := chooseAddr(now, m.book.Addrs(now, c.Peer), nil, states, m.cfg.Backoff)
-			if !ok {
-				if ps = m.peerLocked(c.Peer); ps != nil && !at.IsZero() {
-					ps.notBefore = at
-					again = true
-				}
-				continue
-			}
-			if sl.refuse(ch.group) != "" {
-				continue
-			}
-			sl.take(ch.group)
-			room--
-			m.startDialLocked(now, c.Peer, ch, false)
+	states := func(p secio.PeerID) map[string]*addrState {
+		if ps := st.peers.m[p]; ps != nil {
+			return ps.addrs
 		}
-		if !again || len(cands) < n {
-			break
+		return nil
+	}
+	later := func(p secio.PeerID, at time.Time) bool {
+		ps := m.peerLocked(p)
+		if ps == nil {
+			return false
 		}
+		ps.notBefore = at
+		return true
+	}
+	for _, d := range pick(now, m.book, sl, room, m.cfg.Backoff, exclude, states, later) {
+		m.startDialLocked(now, d.peer, d.choice, false)
 	}
 
 	for p, ps := range st.peers.m {

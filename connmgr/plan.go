@@ -10,6 +10,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/tendril-p2p/tendril/addrbook"
+	"github.com/tendril-p2p/tendril/secio"
 )
 
 // addrState is what the Manager remembers of one address it dialled: its failures in a
@@ -128,3 +129,51 @@ func (s *slots) cappedGroups() int {
 // plus one per capped group, doubled, finds room acceptable ones whenever the book has
 // them, except when most groups are capped (the next round asks again).
 func selectSize(room, capped int) int { return min(2*(room+capped)+8, 256) }
+
+// dial is a dial pick decided.
+type dial struct {
+	peer secio.PeerID
+	choice
+}
+
+// pick chooses up to room book dials that fit sl, taking their slots. exclude skips
+// peers (connected, dialling, kept, known to be backing off; it runs with the book
+// locked); states returns a peer's address states (nil: none). A candidate none of whose
+// addresses is ready is handed to later with the time its first one will be; if later
+// notes it (so that exclude skips it from now on), the book is asked again, at most four
+// times: after a restart the book's history, not the Manager's, says who is backing off.
+func pick(now time.Time, book *addrbook.Book, sl *slots, room int, c BackoffConfig,
+	exclude func(secio.PeerID) bool, states func(secio.PeerID) map[string]*addrState,
+	later func(secio.PeerID, time.Time) bool) []dial {
+	var out []dial
+	picked := make(map[secio.PeerID]bool)
+	skip := func(p secio.PeerID) bool { return picked[p] || exclude(p) }
+	for pass := 0; room > 0 && pass < 4; pass++ {
+		n := selectSize(room, sl.cappedGroups())
+		cands := book.Select(now, n, skip)
+		again := false
+		for _, cand := range cands {
+			if room == 0 {
+				break
+			}
+			ch, at, ok := chooseAddr(now, book.Addrs(now, cand.Peer), nil, states(cand.Peer), c)
+			if !ok {
+				if !at.IsZero() && later(cand.Peer, at) {
+					again = true
+				}
+				continue
+			}
+			if sl.refuse(ch.group) != "" {
+				continue
+			}
+			sl.take(ch.group)
+			room--
+			picked[cand.Peer] = true
+			out = append(out, dial{peer: cand.Peer, choice: ch})
+		}
+		if !again || len(cands) < n {
+			break
+		}
+	}
+	return out
+}
