@@ -52,8 +52,8 @@ type Config struct {
 
 	// Now is the clock (nil: time.Now). Tests set it to a fixed clock.
 	Now func() time.Time
-	// Rand draws the backoff jitter (nil: seeded from crypto/rand). It is used under the
-	// Manager's lock only.
+	// Rand draws the backoff jitter (nil: seeded from crypto/rand). The Manager uses it
+	// under its lock; give each Manager a Source of its own.
 	Rand rand.Source
 	// Logger receives the Manager's logs (nil: silent).
 	Logger *slog.Logger
