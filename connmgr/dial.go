@@ -45,6 +45,11 @@ func (m *Manager) finish(peer secio.PeerID, d *dialInfo, sess *tendril.Session, 
 			}
 		}
 		ev.Type = EventDialSucceeded
+		if kp := st.kept[peer]; kp != nil && !kp.connected {
+			// Said here, not at the next round, so that the event follows the dial.
+			kp.connected = true
+			defer m.emitLocked(Event{Type: EventKeptConnected, Time: now, Peer: peer, Kept: true})
+		}
 	case errors.Is(err, tendril.ErrConnectionLimit):
 		st.limitedAt = now
 		if ps != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,13 +147,31 @@ func TestKeptPeerReturns(t *testing.T) {
 	b := newNode(t, network, 2, Config{})
 	b.start()
 	a.start()
+	var (
+		mu    sync.Mutex
+		types []EventType // kept events seen
+	)
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for ev := range a.mgr.Events() {
+			if ev.Type == EventKeptConnected || ev.Type == EventKeptLost {
+				mu.Lock()
+				types = append(types, ev.Type)
+				mu.Unlock()
+			}
+		}
+	}()
+	seen := func(n int) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return len(types) >= n }
+	}
 	if err := a.mgr.KeepConnected(b.id, b.listen); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.mgr.KeepConnected(a.id); !errors.Is(err, ErrInvalidPeer) {
 		t.Fatalf("keeping itself: %v", err)
 	}
-	waitFor(t, 5*time.Second, "kept peer connected", func() bool { return a.svc.Session(b.id) != nil })
+	waitFor(t, 5*time.Second, "kept peer connected", seen(1))
 	if s := a.svc.Session(b.id); !a.mgr.Protect(s) {
 		t.Fatal("the kept peer's session is not protected")
 	}
@@ -168,7 +187,6 @@ func TestKeptPeerReturns(t *testing.T) {
 	}
 	t.Logf("while down: %s; %d attempts, last %v", st.Reason, len(st.Attempts), st.Attempts[len(st.Attempts)-1].Err)
 	b.start()
-	back := time.Now()
 	took := waitFor(t, 5*time.Second, "kept peer back", func() bool { return a.svc.Session(b.id) != nil })
 	// The bound: its longest wait (1.2 * Max), a round's spacing and a dial.
 	bound := time.Duration(1.2*float64(kb.Max)) + minRoundGap + 300*time.Millisecond
@@ -176,14 +194,9 @@ func TestKeptPeerReturns(t *testing.T) {
 	if took > bound {
 		t.Fatalf("kept peer back after %v, bound %v", took, bound)
 	}
-	_ = back
+	waitFor(t, 5*time.Second, "kept-connected event", seen(3))
 	a.mgr.Close()
-	var types []EventType
-	for ev := range a.mgr.Events() {
-		if ev.Type == EventKeptConnected || ev.Type == EventKeptLost {
-			types = append(types, ev.Type)
-		}
-	}
+	<-collected
 	want := []EventType{EventKeptConnected, EventKeptLost, EventKeptConnected}
 	if len(types) != len(want) || types[0] != want[0] || types[1] != want[1] || types[2] != want[2] {
 		t.Fatalf("kept events %v, want %v", types, want)
