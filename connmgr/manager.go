@@ -52,6 +52,7 @@ type Manager struct {
 		conn      map[secio.PeerID]*tendril.Session
 		slots     *slots
 		limitedAt time.Time // when a dial last met the outbound admission share
+		pruned    time.Time // when pruneLocked last ran
 	}
 }
 
@@ -250,6 +251,10 @@ func (m *Manager) round() time.Duration {
 	}
 	st.conn, st.slots = conn, sl
 
+	if now.Sub(st.pruned) >= pruneEvery {
+		st.pruned = now
+		m.pruneLocked(now)
+	}
 	wake := now.Add(m.cfg.Interval)
 	m.keptRoundLocked(now, &wake)
 
@@ -290,6 +295,35 @@ func (m *Manager) round() time.Duration {
 		}
 	}
 	return max(wake.Sub(now), 0)
+}
+
+// pruneEvery is how often the Manager forgets what the book forgot.
+const pruneEvery = time.Minute
+
+// pruneLocked drops the states of addresses the book no longer has, and of peers left
+// with none, save kept peers' and those being dialled or connected: the book's bounds
+// then bound the Manager's memory as well as the table's cap does.
+func (m *Manager) pruneLocked(now time.Time) {
+	st := &m.state
+	for p, ps := range st.peers.m {
+		if st.kept[p] != nil || st.dialing[p] != nil || st.conn[p] != nil {
+			continue
+		}
+		entries := m.book.Addrs(now, p)
+		if len(entries) == 0 {
+			delete(st.peers.m, p)
+			continue
+		}
+		keep := make(map[string]bool, len(entries))
+		for _, e := range entries {
+			keep[string(e.Addr.Bytes())] = true
+		}
+		for k := range ps.addrs {
+			if !keep[k] {
+				delete(ps.addrs, k)
+			}
+		}
+	}
 }
 
 // peerLocked returns peer's state, made if missing; nil if the table is full of states

@@ -315,3 +315,51 @@ func TestStatusReasons(t *testing.T) {
 	}
 	_ = addrbook.GroupMemory
 }
+
+// TestRefreshEndsBackoff: a peer the restarted book says failed many times is not
+// dialled; news of it (Refresh) makes it due once Base has passed since its last attempt.
+func TestRefreshEndsBackoff(t *testing.T) {
+	network := memory.NewNetwork(memory.NetworkConfig{})
+	bo := BackoffConfig{Base: 100 * time.Millisecond, Max: time.Minute, Factor: 2, Jitter: 0.2}
+	a := newNode(t, network, 1, Config{Backoff: bo})
+	b := newNode(t, network, 2, Config{})
+	b.start()
+	a.tell(b)
+	now := time.Now()
+	a.book.Attempt(now, b.id, b.listen)
+	for range 8 {
+		a.book.Failed(now, b.id, b.listen, errors.New("earlier run"))
+	}
+	a.start()
+	time.Sleep(400 * time.Millisecond)
+	st := a.mgr.Status(b.id)
+	if st.Connected || !strings.HasPrefix(st.Reason, "backing off") || a.log.count(b.listen) != 0 {
+		t.Fatalf("a peer 8 failures deep was dialled or not reported backing off: %+v", st)
+	}
+	a.mgr.Refresh(b.id)
+	took := waitFor(t, 2*time.Second, "connected after Refresh", func() bool { return a.svc.Session(b.id) != nil })
+	t.Logf("connected %v after Refresh (book backoff was %v)", took, Backoff(8, bo, 0.5))
+	if s := a.mgr.Status(b.id); len(s.Addrs) != 1 || s.Addrs[0].Failures != 0 {
+		t.Fatalf("after success: %+v", s.Addrs)
+	}
+}
+
+// TestPrune: states of peers the book forgot are dropped at the next prune.
+func TestPrune(t *testing.T) {
+	network := memory.NewNetwork(memory.NetworkConfig{})
+	a := newNode(t, network, 1, Config{})
+	dead := newNode(t, network, 2, Config{})
+	a.tell(dead)
+	a.start()
+	waitFor(t, 5*time.Second, "a failed dial", func() bool { return len(a.mgr.Status(dead.id).Attempts) > 0 })
+	a.book.Remove(dead.id)
+	a.mgr.state.Lock()
+	a.mgr.state.pruned = time.Time{}
+	a.mgr.state.Unlock()
+	a.mgr.wakeUp()
+	waitFor(t, 5*time.Second, "state pruned", func() bool {
+		a.mgr.state.Lock()
+		defer a.mgr.state.Unlock()
+		return a.mgr.state.peers.m[dead.id] == nil
+	})
+}

@@ -59,7 +59,12 @@ func (d *dialLog) checkBackoff(t *testing.T, c BackoffConfig) (dials int) {
 		for i, r := range recs {
 			dials++
 			if i > 0 && k > 0 {
-				want := time.Duration(float64(Backoff(k, c, 0.5)) * (1 - c.Jitter))
+				// Computed here, not with Backoff, so that a wrong Backoff fails too.
+				d := c.Base
+				for range k - 1 {
+					d = min(time.Duration(float64(d)*c.Factor), c.Max)
+				}
+				want := time.Duration(float64(d) * (1 - c.Jitter))
 				if gap := r.at.Sub(recs[i-1].at); gap < want {
 					t.Errorf("%s dialled %v after its failure #%d, backoff allows %v", addr, gap, k, want)
 				}
