@@ -167,9 +167,9 @@ func (b BackoffConfig) validate() error {
 	case b.Base < 0 || b.Max < b.Base:
 		return fmt.Errorf("want 0 <= Base (%v) <= Max (%v)", b.Base, b.Max)
 	case b.Factor < 1:
-		return fmt.Errorf("Factor %v < 1", b.Factor)
+		return fmt.Errorf("factor %v < 1", b.Factor)
 	case b.Jitter < 0 || b.Jitter > 1:
-		return fmt.Errorf("Jitter %v outside 0..1", b.Jitter)
+		return fmt.Errorf("jitter %v outside 0..1", b.Jitter)
 	}
 	return nil
 }
