@@ -26,10 +26,10 @@ func hostileAnswers(b *testing.B) map[string][]byte {
 		over[i] = valid[0]
 	}
 	return map[string][]byte{
-		"forged32":    frame(forged...),
-		"valid32":     frame(valid...),
-		"count33":     frame(over...),
-		"oversize1M":  frame(make([]byte, 1<<20)),
+		"forged32":   frame(forged...),
+		"valid32":    frame(valid...),
+		"count33":    frame(over...),
+		"oversize1M": frame(make([]byte, 1<<20)),
 	}
 }
 

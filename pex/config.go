@@ -27,8 +27,10 @@ type Config struct {
 	// with ErrRateLimited before any work.
 	ServeInterval time.Duration
 	ServeBurst    int
-	// MaxAnswersPerSecond bounds the answers given to all peers together (default 10,
-	// burst as many): a swarm of identities, each with its own allowance, gets no more.
+	// MaxAnswersPerSecond bounds the answers given to all peers together (default 50,
+	// with a burst of five seconds' worth): a swarm of identities, each with its own
+	// allowance, gets no more. A request refused by this bound leaves the asker's own
+	// allowance as it was.
 	MaxAnswersPerSecond int
 	// MaxTrackedPeers bounds the peers whose rate-limit and bad-record state is kept, on
 	// each side (default 1024); the least recently seen is forgotten first.
@@ -46,7 +48,12 @@ type Config struct {
 	// fewer than WantPeers peers (defaults 10 s and 1000). Once it holds as many, the
 	// interval doubles after each ask up to MaxAskInterval (default 10 minutes), and
 	// falls back to AskInterval when the book shrinks.
-	AskInterval    time.Duration
+	AskInterval time.Duration
+	// FirstAsk is the wait before the first periodic ask; the waits then double up to
+	// AskInterval (default 1 s, at most AskInterval). A node that joins with its
+	// bootstrap peers asks them at once, when they may know little more than it does
+	// (a swarm starting together); the early asks come back when they have learned.
+	FirstAsk       time.Duration
 	MaxAskInterval time.Duration
 	WantPeers      int
 	// MaxAsksInFlight bounds the automatic asks running at once (default 2). Outbound
@@ -82,12 +89,13 @@ func DefaultConfig() Config {
 		MaxAnswerBytes:      32 << 10,
 		ServeInterval:       30 * time.Second,
 		ServeBurst:          2,
-		MaxAnswersPerSecond: 10,
+		MaxAnswersPerSecond: 50,
 		MaxTrackedPeers:     1024,
 		BadRecordLimit:      8,
 		IgnoreFor:           10 * time.Minute,
 		AskTimeout:          10 * time.Second,
 		AskInterval:         10 * time.Second,
+		FirstAsk:            time.Second,
 		MaxAskInterval:      10 * time.Minute,
 		WantPeers:           1000,
 		MaxAsksInFlight:     2,
@@ -119,6 +127,7 @@ func (c Config) withDefaults() Config {
 	defD(&c.IgnoreFor, d.IgnoreFor)
 	defD(&c.AskTimeout, d.AskTimeout)
 	defD(&c.AskInterval, d.AskInterval)
+	defD(&c.FirstAsk, min(d.FirstAsk, c.AskInterval))
 	defD(&c.MaxAskInterval, d.MaxAskInterval)
 	if c.Public == nil {
 		c.Public = d.Public
@@ -143,6 +152,7 @@ func (c *Config) Validate() error {
 		{"BadRecordLimit", int64(r.BadRecordLimit)}, {"IgnoreFor", int64(r.IgnoreFor)},
 		{"AskTimeout", int64(r.AskTimeout)}, {"AskInterval", int64(r.AskInterval)},
 		{"MaxAskInterval", int64(r.MaxAskInterval)}, {"WantPeers", int64(r.WantPeers)},
+		{"FirstAsk", int64(r.FirstAsk)},
 		{"MaxAsksInFlight", int64(r.MaxAsksInFlight)},
 	} {
 		if f.v < 0 {
@@ -154,6 +164,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: MaxAnswer %d > %d", ErrInvalidConfig, r.MaxAnswer, maxMaxAnswer)
 	case r.MaxAnswerBytes > maxMaxAnswerBytes || r.MaxAnswerBytes < peerrecord.MaxSize+16:
 		return fmt.Errorf("%w: MaxAnswerBytes %d outside [%d, %d]", ErrInvalidConfig, r.MaxAnswerBytes, peerrecord.MaxSize+16, maxMaxAnswerBytes)
+	case r.FirstAsk > r.AskInterval:
+		return fmt.Errorf("%w: FirstAsk %v > AskInterval %v", ErrInvalidConfig, r.FirstAsk, r.AskInterval)
 	case r.MaxAskInterval < r.AskInterval:
 		return fmt.Errorf("%w: MaxAskInterval %v < AskInterval %v", ErrInvalidConfig, r.MaxAskInterval, r.AskInterval)
 	}

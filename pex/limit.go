@@ -91,7 +91,7 @@ func newServeLimiter(now time.Time, c *Config) *serveLimiter {
 	return &serveLimiter{
 		interval: c.ServeInterval, burst: c.ServeBurst,
 		peers:  newLRU[bucket](c.MaxTrackedPeers),
-		global: newBucket(now, c.MaxAnswersPerSecond), perSec: c.MaxAnswersPerSecond,
+		global: newBucket(now, c.MaxAnswersPerSecond*globalBurstSeconds), perSec: c.MaxAnswersPerSecond,
 	}
 }
 
@@ -101,8 +101,18 @@ func (s *serveLimiter) allow(now time.Time, peer secio.PeerID) bool {
 	if !b.take(now, s.interval, s.burst) {
 		return false
 	}
-	return s.global.take(now, time.Second/time.Duration(s.perSec), s.perSec)
+	if !s.global.take(now, time.Second/time.Duration(s.perSec), s.perSec*globalBurstSeconds) {
+		// Refused for others' asks, not its own: the peer keeps its allowance.
+		b.tokens = min(b.tokens+1, float64(s.burst))
+		return false
+	}
+	return true
 }
+
+// globalBurstSeconds is the global bucket's depth in seconds of MaxAnswersPerSecond: a
+// swarm that starts together has every joiner ask its bootstrap peer within a second or
+// two, and those first answers are what the swarm grows from.
+const globalBurstSeconds = 5
 
 // strikes counts the bad records of answering peers and decides whom to ignore.
 type strikes struct {
@@ -138,10 +148,14 @@ func (s *strikes) add(now time.Time, peer secio.PeerID, n int) bool {
 	return now.Before(st.ignoredUntil)
 }
 
-// nextAskDelay returns the wait before the next periodic ask: interval while the book
-// holds fewer than want peers, else the previous wait doubled, up to max.
+// nextAskDelay returns the wait before the next periodic ask after a wait of prev: doubled
+// up to interval while warming up from FirstAsk; then interval while the book holds fewer
+// than want peers, else the previous wait doubled, up to max.
 func nextAskDelay(peers, want int, prev, interval, max time.Duration) time.Duration {
-	if peers < want || prev < interval {
+	if prev < interval {
+		return min(2*prev, interval)
+	}
+	if peers < want {
 		return interval
 	}
 	return min(2*prev, max)

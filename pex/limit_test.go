@@ -2,6 +2,7 @@ package pex
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,7 +66,8 @@ func TestServeLimiter(t *testing.T) {
 	if !s.allow(t0.Add(31*time.Second), a) || s.allow(t0.Add(32*time.Second), a) {
 		t.Fatal("not one answer per 30 s after the burst")
 	}
-	// Many identities: the global bucket (10/s) bounds them, however the LRU forgets.
+	// Many identities: the global bucket (10/s, five seconds deep) bounds them, however
+	// the LRU forgets.
 	s = newServeLimiter(t0, &c)
 	got = 0
 	for i := range 1000 {
@@ -73,14 +75,26 @@ func TestServeLimiter(t *testing.T) {
 			got++
 		}
 	}
-	if got != c.MaxAnswersPerSecond {
-		t.Fatalf("1,000 identities at once got %d answers, want %d", got, c.MaxAnswersPerSecond)
+	if want := c.MaxAnswersPerSecond * globalBurstSeconds; got != want {
+		t.Fatalf("1,000 identities at once got %d answers, want %d", got, want)
 	}
 	if n := s.peers.len(); n != 4 {
 		t.Fatalf("%d peers tracked, bound 4", n)
 	}
 	if !s.allow(t0.Add(time.Second), peerN(5000)) {
 		t.Fatal("the global bucket did not refill")
+	}
+	// A request the global bucket refuses leaves the asker's own allowance whole.
+	s = newServeLimiter(t0, &c)
+	for i := range c.MaxAnswersPerSecond * globalBurstSeconds {
+		s.allow(t0, peerN(10000+i))
+	}
+	b := peerN(99)
+	if s.allow(t0, b) {
+		t.Fatal("global bucket empty, yet an answer")
+	}
+	if !s.allow(t0.Add(100*time.Millisecond), b) || !s.allow(t0.Add(200*time.Millisecond), b) {
+		t.Fatal("a request refused by the global bucket cost the asker its burst")
 	}
 }
 
@@ -132,5 +146,15 @@ func TestNextAskDelay(t *testing.T) {
 	}
 	if d := nextAskDelay(1000, 1000, iv, iv, max); d != 2*iv {
 		t.Fatalf("full book: %v, want %v", d, 2*iv)
+	}
+	// Warming up from FirstAsk: 1, 2, 4, 8, then 10 s, whatever the book holds.
+	d = time.Second
+	var got []time.Duration
+	for range 5 {
+		d = nextAskDelay(10, 1000, d, iv, max)
+		got = append(got, d)
+	}
+	if want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, iv, iv}; !slices.Equal(got, want) {
+		t.Fatalf("warm-up: %v, want %v", got, want)
 	}
 }

@@ -19,7 +19,7 @@ func (p *PEX) run() {
 		inFlight int
 		done     = make(chan struct{}, p.cfg.MaxAsksInFlight)
 		pending  []secio.PeerID // outbound peers waiting for a slot, oldest first
-		delay    = p.cfg.AskInterval
+		delay    = p.cfg.FirstAsk
 		timer    = time.NewTimer(delay)
 	)
 	defer timer.Stop()

@@ -284,13 +284,14 @@ func TestServeGlobalCap(t *testing.T) {
 	net := memory.NewNetwork(memory.NetworkConfig{})
 	srv := newNode(t, net, Config{NoAutoAsk: true, MaxAnswersPerSecond: 3})
 	start := time.Now()
-	for range 12 {
+	const asks = 24
+	for range asks {
 		att, _, _ := newService(t, net, tendril.Protocol{Name: Protocol, Versions: []string{Version}})
 		dial(t, att, srv.addr).Request(context.Background(), Protocol, appendRequest(nil, 1))
 	}
 	elapsed := time.Since(start)
 	st := srv.pex.Stats()
-	if limit := 3 + uint64(elapsed.Seconds()*3); st.Served > limit || st.Served+st.Refused != 12 {
+	if limit := 3*globalBurstSeconds + uint64(elapsed.Seconds()*3); st.Served > limit || st.Served+st.Refused != asks {
 		t.Fatalf("%d answered, %d refused in %v; at most %d answers", st.Served, st.Refused, elapsed, limit)
 	}
 }
