@@ -6,6 +6,12 @@
 //	go run ./examples/chat -listen /ip4/127.0.0.1/tcp/0       # prints its full address
 //	go run ./examples/chat -dial /ip4/127.0.0.1/tcp/PORT/p2p/PEERID -name bob
 //	go run ./examples/chat -web 127.0.0.1:8080 -name alice     # and open http://127.0.0.1:8080/
+//	go run ./examples/chat -listen /ip4/0.0.0.0/tcp/0 -mdns -book chat.book   # finds peers on the LAN
+//
+// A peer joins the swarm through -bootstrap addresses (or -dial), learns of further peers
+// from those it meets (identify, peer exchange) and, with -mdns, from the LAN, and keeps
+// up to -target outbound sessions; -book FILE keeps what it learned for the next run.
+// Typing /peers lists the connected peers and what the address book knows.
 //
 // Lines typed on stdin go to every connected peer and are relayed once by each peer, so in a
 // chain A-B-C a line typed at A reaches C. -key FILE keeps an identity between runs;
@@ -33,6 +39,7 @@ import (
 	"time"
 
 	"github.com/tendril-p2p/tendril"
+	tnode "github.com/tendril-p2p/tendril/node"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -62,6 +69,10 @@ type options struct {
 	peers     int
 	legacyKey []byte
 	web       string
+	bootstrap multiFlag
+	book      string
+	mdns      bool
+	target    int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -75,6 +86,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.demo, "demo", false, "run several peers in this process on loopback and check every line arrives")
 	fs.IntVar(&o.peers, "peers", 4, "number of peers for -demo")
 	fs.StringVar(&o.web, "web", "", "also serve the browser peer on this HOST:PORT (the page, its wasm built at start with the Go toolchain, and this node's WebSocket listener), e.g. 127.0.0.1:8080")
+	fs.Var(&o.bootstrap, "bootstrap", "multiaddr of a peer to join the swarm through (repeatable); without /p2p/ID it is dialled once")
+	fs.StringVar(&o.book, "book", "", "address book file: what this peer learned, loaded at start and saved as it runs")
+	fs.BoolVar(&o.mdns, "mdns", false, "find peers on the LAN with multicast DNS (and announce this one); needs -listen")
+	fs.IntVar(&o.target, "target", 8, "outbound sessions to keep up from the address book")
 	legacy := fs.String("legacy-tea", "", "speak the INSECURE TEA legacy mode with this 16-byte key (32 hex digits)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -95,8 +110,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.web != "" && (o.demo || o.legacyKey != nil) {
 		return nil, fmt.Errorf("-web serves a browser peer, which speaks secio only: it goes with neither -demo nor -legacy-tea")
 	}
-	if !o.demo && o.listen == "" && len(o.dials) == 0 && o.web == "" {
-		return nil, fmt.Errorf("nothing to do: give -listen, -dial, -web or -demo (-h for help)")
+	if o.legacyKey != nil && (len(o.bootstrap) > 0 || o.book != "" || o.mdns) {
+		return nil, fmt.Errorf("-bootstrap, -book and -mdns need secio peers: they do not go with -legacy-tea")
+	}
+	if o.mdns && o.listen == "" {
+		return nil, fmt.Errorf("-mdns announces this peer's listen addresses: give -listen too")
+	}
+	if o.target < 1 {
+		return nil, fmt.Errorf("-target must be at least 1")
+	}
+	if !o.demo && o.listen == "" && len(o.dials) == 0 && o.web == "" && len(o.bootstrap) == 0 && o.book == "" {
+		return nil, fmt.Errorf("nothing to do: give -listen, -dial, -bootstrap, -web or -demo (-h for help)")
 	}
 	return o, nil
 }
@@ -151,11 +175,23 @@ func runPeer(ctx context.Context, o *options, stdin io.Reader, stdout io.Writer)
 		bp = b
 	}
 	n := newNode(o.name, stdout)
-	svc, err := newChatService(n, key, o.legacyKey)
-	if err != nil {
-		return err
+	var (
+		svc   *tendril.Service
+		swarm *tnode.Node // nil in legacy mode, which has no peer IDs to find peers by
+		err   error
+	)
+	if o.legacyKey != nil {
+		if svc, err = newChatService(n, key, o.legacyKey); err != nil {
+			return err
+		}
+		defer svc.Close()
+	} else {
+		if swarm, err = newSwarmNode(n, key, o); err != nil {
+			return err
+		}
+		defer swarm.Close()
+		svc = swarm.Service()
 	}
-	defer svc.Close()
 	if n.name == "" {
 		n.name = short(svc.ID().String())
 	}
@@ -193,6 +229,13 @@ func runPeer(ctx context.Context, o *options, stdin io.Reader, stdout io.Writer)
 		}()
 		fmt.Fprintf(stdout, "listening on %s\n", w.addr)
 		fmt.Fprintf(stdout, "browser peer: open %s\n", w.url)
+	}
+	if swarm != nil {
+		// After the listeners: the node's signed record, which mDNS and identify hand
+		// out, lists where this peer listens.
+		if err := swarm.Start(ctx); err != nil {
+			return err
+		}
 	}
 	for _, d := range o.dials {
 		a, err := tendril.ParseAddr(d)
@@ -234,7 +277,12 @@ func runPeer(ctx context.Context, o *options, stdin io.Reader, stdout io.Writer)
 				// Close itself sends what is queued before closing the streams.
 				return nil
 			}
-			if line = strings.TrimSpace(line); line != "" && n.say(line) == 0 {
+			line = strings.TrimSpace(line)
+			if line == "/peers" && swarm != nil {
+				printPeers(n, swarm)
+				continue
+			}
+			if line != "" && n.say(line) == 0 {
 				n.printf("no peer connected: line not sent")
 			}
 		}

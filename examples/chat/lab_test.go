@@ -1,0 +1,120 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tendril-p2p/tendril/internal/lab"
+)
+
+var (
+	listeningRE = regexp.MustCompile(`listening on (\S+)`)
+	joinedRE    = regexp.MustCompile(`joined: \S+ at (\S+)`)
+)
+
+func labContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestLabMDNS: two chat peers in separate namespaces on one LAN bridge, given no address
+// of each other, find each other by mDNS and chat within 3 s of starting; each sees the
+// other at the address the lab gave it, and identify tells each the address the other
+// sees it at.
+func TestLabMDNS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the chat in network namespaces")
+	}
+	ctx := labContext(t)
+	l := lab.New(t)
+	chat := lab.Build(t, "github.com/tendril-p2p/tendril/examples/chat")
+	lan := l.LAN("lan0")
+	a, b := l.Host("a", lan), l.Host("b", lan)
+
+	start := time.Now()
+	alice := a.Start(ctx, chat, "-name", "alice", "-listen", "/ip4/0.0.0.0/tcp/0", "-mdns")
+	bob := b.Start(ctx, chat, "-name", "bob", "-listen", "/ip4/0.0.0.0/tcp/0", "-mdns")
+	for _, c := range []struct {
+		p    *lab.Process
+		peer *lab.Host
+	}{{alice, b}, {bob, a}} {
+		line, err := c.p.WaitLine(ctx, joinedRE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "/ip4/" + c.peer.Addr(lan).String() + "/tcp/"; !strings.HasPrefix(joinedRE.FindStringSubmatch(line)[1], want) {
+			t.Errorf("%s: %q, want the peer at %s...", c.p, line, want)
+		}
+	}
+	if _, err := io.WriteString(bob.Stdin, "hello over mdns\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.WaitLine(ctx, regexp.MustCompile(`<bob> hello over mdns$`)); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("found by mDNS and chatted in %v", took.Round(time.Millisecond))
+	if took > 3*time.Second {
+		t.Errorf("found and chatted in %v, want within 3 s", took)
+	}
+
+	// Identify: bob is seen by alice at his own LAN address, and /peers says so.
+	if _, err := io.WriteString(bob.Stdin, "/peers\n"); err != nil {
+		t.Fatal(err)
+	}
+	seen := regexp.MustCompile(`seen by peers at: (.*)$`)
+	line, err := bob.WaitLine(ctx, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "/ip4/" + b.Addr(lan).String() + "/tcp/"; !strings.Contains(seen.FindStringSubmatch(line)[1], want) {
+		t.Errorf("bob's observed addresses %q, want %s...", line, want)
+	}
+}
+
+// TestLabRestartWithBook: a peer that joined through a bootstrap address and is then
+// restarted with its address book alone (no bootstrap, no mDNS) reconnects at once: the
+// first dial of a book address waits for no backoff.
+func TestLabRestartWithBook(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the chat in network namespaces")
+	}
+	ctx := labContext(t)
+	l := lab.New(t)
+	chat := lab.Build(t, "github.com/tendril-p2p/tendril/examples/chat")
+	lan := l.LAN("lan0")
+	a, b := l.Host("a", lan), l.Host("b", lan)
+	book := filepath.Join(t.TempDir(), "bob.book")
+
+	alice := a.Start(ctx, chat, "-name", "alice", "-listen", "/ip4/"+a.Addr(lan).String()+"/tcp/0")
+	line, err := alice.WaitLine(ctx, listeningRE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := listeningRE.FindStringSubmatch(line)[1]
+	bob := b.Start(ctx, chat, "-name", "bob", "-bootstrap", addr, "-book", book)
+	if _, err := bob.WaitLine(ctx, joinedRE); err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.Stop(); err != nil { // saves the book
+		t.Fatalf("bob after SIGTERM: %v", err)
+	}
+	start := time.Now()
+	bob = b.Start(ctx, chat, "-name", "bob", "-book", book)
+	if _, err := bob.WaitLine(ctx, joinedRE); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("restarted with its book, reconnected in %v", took.Round(time.Millisecond))
+	if took > 3*time.Second {
+		t.Errorf("reconnected in %v: a book address's first dial waits for no backoff", took)
+	}
+}
