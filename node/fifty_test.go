@@ -183,11 +183,15 @@ func TestFiftyNodes(t *testing.T) {
 		t.Skip("50 nodes")
 	}
 	const n, want = 50, 8
+	slow := time.Duration(1)
+	if raceEnabled {
+		slow = 4
+	}
 	s := newSwarm(t, n, 25*time.Millisecond)
 	for i := range n {
 		s.start(i)
 	}
-	took := s.waitAll(want, 5*time.Second)
+	took := s.waitAll(want, slow*5*time.Second)
 	t.Logf("50 nodes at %d peers, overlay connected, in %v", want, took.Round(time.Millisecond))
 
 	victims := rand.Perm(n - 1)[:10]
@@ -202,7 +206,7 @@ func TestFiftyNodes(t *testing.T) {
 	for _, i := range victims {
 		s.start(i)
 	}
-	took = s.waitAll(want, 10*time.Second)
+	took = s.waitAll(want, slow*10*time.Second)
 	t.Logf("killed and restarted %v: all back at %d peers in %v", victims, want, took.Round(time.Millisecond))
 
 	checkBackoff(t, s.logs, connmgr.DefaultConfig().Backoff)
