@@ -277,7 +277,7 @@ func (s *Service) run(ctx context.Context) {
 			next = earliest(next, l.send.next())
 		}
 		s.mu.Unlock()
-		timer.Reset(max(0, next.Sub(time.Now())))
+		timer.Reset(max(0, time.Until(next)))
 		select {
 		case <-ctx.Done():
 			return
