@@ -209,7 +209,7 @@ func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags u
 		return true
 	}
 	if impl < implAVX512 {
-		return false
+		return root != nil && topFour(input, key, flags, root)
 	}
 	full := (len(input) - 1) / chunkLen
 	tail := input[full*chunkLen:]
@@ -251,6 +251,36 @@ func hashSmallTree(pair *[2 * outLen]byte, input []byte, key *[8]uint32, flags u
 	copy(cvs[8:], key[:])
 	lp := chain2Params(uint64(full), 0, n0, 1, len0, BlockSize, flags, flags|flagParent, flagChunkStart, 0, flagChunkEnd, 0)
 	chain2Last(pair, root, &cvs, &tail[0], &block[0], &left[0], &left[0], &lp, flags, true)
+	return true
+}
+
+// topFour writes the root output of an input of more than two chunks to
+// root if its tree narrows to four chaining values on the way to the root
+// (every input of 4 * 2^k full chunks does; it reports false, doing
+// nothing, otherwise): the subtree down to those four, then one
+// chain2Root call for the two parents and the root. The general path
+// makes the last two levels two calls and a Go round trip each (a chain2
+// call through hashMany, then compressFull). At 8 KiB the levels above the
+// chunks were a fifth of the time on a Zen 3 (4 parents 180 ns, 2 parents
+// 190, the root 66, beside 2,100 for the chunks); one call instead of the
+// last two took about 2% off (thread CPU time, alternated).
+func topFour(input []byte, key *[8]uint32, flags uint32, root *[64]byte) bool {
+	full := uint64(len(input)) / chunkLen
+	if len(input)%chunkLen != 0 || full < 4 || full&(full-1) != 0 {
+		return false
+	}
+	var cvs [2 * maxSIMD * outLen]byte
+	n := compressSubtreeWide(input, key, 0, flags, cvs[:])
+	var tmp [maxSIMD * outLen]byte
+	for n > 4 {
+		n = compressParentsParallel(cvs[:n*outLen], key, flags, tmp[:])
+		copy(cvs[:], tmp[:n*outLen])
+	}
+	var st [16]uint32
+	copy(st[:8], key[:])
+	copy(st[8:], key[:])
+	lp := chain2Params(0, 0, 1, 1, BlockSize, BlockSize, flags|flagParent, flags|flagParent, 0, 0, 0, 0)
+	chain2Root(&st, &cvs[0], &cvs[0], &cvs[2*outLen], &cvs[2*outLen], &lp, root, flags|flagParent|flagRoot, 0)
 	return true
 }
 
@@ -375,6 +405,22 @@ func hashMany(input []byte, n, stride int, tail []byte, padded *[chunkLen]byte, 
 	// 1.6 serial chunks here).
 	hasTail := tailLen > 0
 	longTail := tailBlocks*8 >= uint32(blocks)*5
+	if impl == implAVX2 {
+		// Whole groups of eight straight into out: no lane closure, no
+		// staging buffer and its copy (hashMany and its closure were 5% of
+		// a 1 MiB Sum256 in a profile on a Zen 3, 2.9% with this).
+		for n >= 8 {
+			var ptrs [8]*byte
+			var lp [32]uint32
+			for i := range ptrs {
+				ptrs[i] = &input[i*stride]
+				c := counter + uint64(i)*inc
+				lp[i], lp[8+i], lp[16+i], lp[24+i] = uint32(c), uint32(c>>32), uint32(blocks-1), BlockSize
+			}
+			hash8AVX2(&ptrs, blocks, key, &lp, flags, flagsStart, flagsEnd, (*[256]byte)(out))
+			n, input, out, counter = n-8, input[8*stride:], out[8*outLen:], counter+8*inc
+		}
+	}
 	for n > 0 || hasTail {
 		switch {
 		case impl >= implAVX512 && hasTail && (n == 8 || n == 16):

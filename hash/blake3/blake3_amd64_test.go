@@ -146,3 +146,39 @@ func TestLevelCap(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHash8 times the 8-way kernel alone on 8 full chunks (16 blocks
+// per lane) and on 8 parent nodes (one block per lane), reporting ns per
+// 8-lane block step: the figure to set against the kernel's throughput
+// bound, and, for one block, the call's fixed cost on top of it.
+func BenchmarkHash8(b *testing.B) {
+	defer setImpl(bestImpl())
+	buf := make([]byte, 8*chunkLen)
+	for _, level := range []int{implAVX2, implAVX512} {
+		if !setImpl(level) {
+			continue
+		}
+		for _, blocks := range []int{1, chunkLen / BlockSize} {
+			b.Run(fmt.Sprintf("%s/blocks=%d", implNames[level], blocks), func(b *testing.B) {
+				var ptrs [8]*byte
+				var lp [32]uint32
+				for i := range ptrs {
+					ptrs[i] = &buf[i*blocks*BlockSize]
+					lp[i] = uint32(i)
+					lp[16+i] = uint32(blocks - 1)
+					lp[24+i] = BlockSize
+				}
+				var out [256]byte
+				b.SetBytes(int64(8 * blocks * BlockSize))
+				for b.Loop() {
+					if level >= implAVX512 {
+						hash8AVX512(&ptrs, blocks, &iv, &lp, 0, flagChunkStart, flagChunkEnd, &out)
+					} else {
+						hash8AVX2(&ptrs, blocks, &iv, &lp, 0, flagChunkStart, flagChunkEnd, &out)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*blocks), "ns/step")
+			})
+		}
+	}
+}
