@@ -38,7 +38,9 @@ func (h *heldRecord) lists(key string) bool { return slices.Contains(h.keys, key
 // AddRecord adds the addresses of a verified peer record for its peer, as Add does with
 // src, and keeps rec as the peer's record if it supersedes the one held (a higher
 // sequence number). A record older than the one held is ignored altogether, addresses
-// included: the peer has since said where it is. It returns how many addresses were new.
+// included: the peer has since said where it is. A newer record than the one held resets
+// the failures of the addresses it lists, which the book may have stopped offering: the
+// owner has said afresh that it is there. It returns how many addresses were new.
 //
 // Only addresses that came with a record are shared in peer exchange (SampleRecords), and
 // only as that record, which the receiver verifies against the peer's key: an address
@@ -69,9 +71,19 @@ func (b *Book) AddRecordAddrs(now time.Time, rec *peerrecord.Record, addrs []ma.
 	if old != nil && rec.Seq() < old.rec.Seq() {
 		return 0
 	}
+	// A newer record is the owner saying afresh where it is (it restarted, or moved):
+	// its addresses' failures, counted against what it said before, start again. Only the
+	// peer's own key can sign one, so a stranger can refresh no address but its own.
+	fresh := old != nil && rec.Supersedes(old.rec)
 	for _, a := range addrs {
-		if h.lists(string(a.Bytes())) && b.add(now, peer, a, src) {
+		key := string(a.Bytes())
+		if !h.lists(key) {
+			continue
+		}
+		if b.add(now, peer, a, src) {
 			added++
+		} else if e := b.find(peer, key); fresh && e != nil {
+			e.failures = 0
 		}
 	}
 	if _, in := b.peers[peer]; in && (old == nil || rec.Supersedes(old.rec)) {

@@ -316,3 +316,32 @@ func TestLoadHostileRecords(t *testing.T) {
 		t.Fatalf("4 records for a book of 3 slots: %v, want ErrFileTooLarge", err)
 	}
 }
+
+// TestNewerRecordResetsFailures: an address the book stopped offering after failed dials
+// is offered again when its owner signs a newer record listing it (it restarted, or came
+// back), and not when a record of the same age arrives again.
+func TestNewerRecordResetsFailures(t *testing.T) {
+	b := newBook(t, nil)
+	k := keyN(t, 1)
+	p := k.PeerID()
+	a := ip4(11, 1, 1, 1)
+	src := Source{Kind: SourceIdentify}
+	b.AddRecord(t0, record(t, k, 5, a), src)
+	offered := func() bool { return len(b.Select(t0, 8, nil)) == 1 }
+	for range b.Config().MaxFailuresNew {
+		b.Attempt(t0, p, a)
+		b.Failed(t0, p, a, errors.New("refused"))
+	}
+	if offered() {
+		t.Fatal("still offered after MaxFailuresNew failures")
+	}
+	if b.AddRecord(t0, record(t, k, 5, a), src); offered() {
+		t.Fatal("a record of the same age made the address offered again")
+	}
+	if b.AddRecord(t0, record(t, k, 6, a), src); !offered() {
+		t.Fatal("a newer record did not make the address offered again")
+	}
+	if es := b.Addrs(t0, p); len(es) != 1 || es[0].Failures != 0 || es[0].LastError != "refused" {
+		t.Fatalf("after the newer record: %+v", es)
+	}
+}

@@ -277,7 +277,10 @@ func (n *Node) addRecord(rec *peerrecord.Record, src addrbook.Source) {
 			addrs = append(addrs, a)
 		}
 	}
-	if n.book.AddRecordAddrs(time.Now(), rec, addrs, src) > 0 {
+	// New addresses, or a newer record (the book then forgets the failures of the
+	// addresses it lists), are news the manager acts on at once.
+	newer := rec.Supersedes(n.book.Record(rec.Peer()))
+	if n.book.AddRecordAddrs(time.Now(), rec, addrs, src) > 0 || newer {
 		n.conn.Refresh(rec.Peer())
 	}
 }
