@@ -126,6 +126,15 @@ func dnsGroup(name string) Group {
 	return Group("dns:" + name)
 }
 
+// IsPublic reports whether a is an address on the public Internet: a routable IP address
+// or a DNS name other than localhost (GroupOf's ip4, ip6 and dns groups). Loopback,
+// private, link-local, unspecified, shared and documentation ranges, in-process (/memory)
+// and other transports are not.
+func IsPublic(a ma.Multiaddr) bool {
+	g := string(GroupOf(a))
+	return strings.HasPrefix(g, "ip4:") || strings.HasPrefix(g, "ip6:") || strings.HasPrefix(g, "dns:")
+}
+
 // IsLocal reports whether g is the group of unroutable addresses; such addresses are
 // omitted from peer-exchange answers to public peers (SampleOptions.OmitLocal).
 func (g Group) IsLocal() bool { return g == GroupLocal }

@@ -43,6 +43,15 @@ type Config struct {
 	// addresses.
 	Addrs func() []ma.Multiaddr
 
+	// Public reports whether an address is on the public Internet. A peer seen at a
+	// public address is sent a record of this node's public addresses only, so that no
+	// private or loopback address of this node reaches a stranger on the Internet, and so
+	// that peer exchange can pass the record on to other public peers (it never passes on
+	// a record listing an unroutable address to them). Peers on the LAN, loopback or in
+	// the same process get the record of every address. Nil: addrbook.IsPublic (a
+	// test lab whose "public" hosts use documentation ranges sets its own).
+	Public func(ma.Multiaddr) bool
+
 	// OnIdentify, if set, is called with what a peer said each time an update of its is
 	// accepted (the first on every session, then its pushes). It runs on that session's
 	// handler goroutine, without identify's locks held: calls for one session are

@@ -45,7 +45,8 @@ type Identify struct {
 
 // local is what this node says about itself. A new gen means peers must be told again.
 type local struct {
-	rec       *peerrecord.Record
+	rec       *peerrecord.Record // every advertised address
+	public    *peerrecord.Record // the public ones, one sequence number below rec
 	protocols []ProtoVersions
 	gen       uint64
 }
@@ -86,6 +87,9 @@ func New(svc *tendril.Service, cfg Config) (*Identify, error) {
 	cfg.setDefaults()
 	if cfg.Addrs == nil {
 		cfg.Addrs = func() []ma.Multiaddr { return DefaultAddrs(svc) }
+	}
+	if cfg.Public == nil {
+		cfg.Public = addrbook.IsPublic
 	}
 	i := &Identify{
 		svc:      svc,
@@ -146,7 +150,9 @@ func (i *Identify) Info(id secio.PeerID) (Info, bool) {
 	return p.info, true
 }
 
-// Record returns this node's signed record as peers are told it now.
+// Record returns this node's signed record of every advertised address, as peers that
+// are not public are told it now (public peers get the record of the public addresses
+// only: Config.Public).
 func (i *Identify) Record() *peerrecord.Record {
 	i.mu.Lock()
 	defer i.mu.Unlock()

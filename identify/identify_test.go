@@ -11,6 +11,7 @@ import (
 
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/tendril-p2p/tendril"
+	"github.com/tendril-p2p/tendril/addrbook"
 	"github.com/tendril-p2p/tendril/peerrecord"
 	"github.com/tendril-p2p/tendril/transport/memory"
 )
@@ -282,5 +283,46 @@ func TestPushCoalesced(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := b.id.Stats().Sent - sent; n != 1 {
 		t.Errorf("10 changes in 200 ms sent %d messages, want 1", n)
+	}
+}
+
+// TestPublicPeersGetPublicRecord: a peer seen at a public address is sent the record of
+// this node's public addresses only, signed one sequence number below the full record;
+// a peer on the LAN (here: the in-memory transport, not public) gets every address.
+func TestPublicPeersGetPublicRecord(t *testing.T) {
+	network := memory.NewNetwork(memory.NetworkConfig{})
+	addrs := []ma.Multiaddr{ma.StringCast("/ip4/11.1.1.1/tcp/4001"), ma.StringCast("/ip4/10.0.0.1/tcp/4001")}
+	for _, tc := range []struct {
+		name        string
+		memoryIsPub bool
+		want        []string
+	}{
+		{"lan peer", false, []string{"/ip4/10.0.0.1/tcp/4001", "/ip4/11.1.1.1/tcp/4001"}},
+		{"public peer", true, []string{"/ip4/11.1.1.1/tcp/4001"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newIdentified(t, network, Config{})
+			b := newIdentified(t, network, Config{
+				Addrs: func() []ma.Multiaddr { return addrs },
+				Public: func(m ma.Multiaddr) bool {
+					_, err := m.ValueForProtocol(ma.P_MEMORY)
+					return (err == nil && tc.memoryIsPub) || addrbook.IsPublic(m)
+				},
+			})
+			dial(t, a.node, b.node)
+			var info Info
+			waitFor(t, 5*time.Second, "a identified b", func() bool { var ok bool; info, ok = a.id.Info(b.svc.ID()); return ok })
+			var got []string
+			for _, m := range info.Record.Addrs() {
+				got = append(got, m.String())
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("record sent: %v, want %v", got, tc.want)
+			}
+			if full := b.id.Record(); tc.memoryIsPub && !full.Supersedes(info.Record) {
+				t.Fatalf("the full record (seq %d) does not supersede the public one (seq %d)", full.Seq(), info.Record.Seq())
+			}
+		})
 	}
 }

@@ -31,12 +31,20 @@ func (i *Identify) refresh(now time.Time) bool {
 		if cur.rec != nil {
 			last = cur.rec.Seq()
 		}
-		rec, err := peerrecord.New(i.cfg.PrivateKey, peerrecord.NextSeq(now, last), addrs)
+		// Two records: every address, and the public ones for public peers, numbered
+		// one below so that wherever both meet the full one supersedes it. NextSeq after
+		// last+1 keeps the public record above every earlier full one.
+		seq := peerrecord.NextSeq(now, last+1)
+		rec, err := peerrecord.New(i.cfg.PrivateKey, seq, addrs)
+		var public *peerrecord.Record
+		if err == nil {
+			public, err = peerrecord.New(i.cfg.PrivateKey, seq-1, slices.DeleteFunc(slices.Clone(addrs), func(a ma.Multiaddr) bool { return !i.cfg.Public(a) }))
+		}
 		if err != nil {
 			// Only a record above peerrecord.MaxSize (very long DNS names): keep the old.
 			i.cfg.Logger.Warn("identify: cannot sign a record of this node's addresses", "err", err)
 		} else {
-			cur.rec, changed = rec, true
+			cur.rec, cur.public, changed = rec, public, true
 		}
 	}
 	if !slices.EqualFunc(cur.protocols, protos, equalProto) {
@@ -80,8 +88,13 @@ func equalProto(a, b ProtoVersions) bool {
 
 // messageLocked encodes what this node tells sess's peer now. i.mu must be held.
 func (i *Identify) messageLocked(sess *tendril.Session) []byte {
-	m := message{record: i.local.rec.Bytes(), agent: i.cfg.Agent, protocols: i.local.protocols}
-	if obs := sess.RemoteAddr().Transport; len(obs.Bytes()) <= MaxObservedAddr {
+	obs := sess.RemoteAddr().Transport
+	rec := i.local.rec
+	if i.cfg.Public(obs) {
+		rec = i.local.public
+	}
+	m := message{record: rec.Bytes(), agent: i.cfg.Agent, protocols: i.local.protocols}
+	if len(obs.Bytes()) <= MaxObservedAddr {
 		m.observed = obs
 	}
 	b, n := m.appendTo(make([]byte, 0, 512))

@@ -69,6 +69,12 @@ type Config struct {
 	// Agent names the software in identify (identify.Config.Agent).
 	Agent string
 
+	// Public reports whether an address is on the public Internet, for identify (which
+	// record a peer is sent) and peer exchange (which records a peer is sent, which
+	// addresses it may give). Nil: addrbook.IsPublic. A test lab whose "public" hosts use
+	// documentation ranges sets its own.
+	Public func(ma.Multiaddr) bool
+
 	// Connect configures the manager that keeps outbound sessions up.
 	Connect connmgr.Config
 	// Exchange configures peer exchange.
@@ -155,6 +161,7 @@ func New(cfg Config) (*Node, error) {
 	n.id, err = identify.New(n.svc, identify.Config{
 		PrivateKey: key,
 		Agent:      cfg.Agent,
+		Public:     cfg.Public,
 		OnIdentify: n.identified,
 		Logger:     cfg.Logger,
 	})
@@ -173,6 +180,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.manager.Store(n.conn)
 	xcfg := cfg.Exchange
+	if xcfg.Public == nil {
+		xcfg.Public = cfg.Public
+	}
 	if xcfg.Logger == nil {
 		xcfg.Logger = cfg.Logger
 	}

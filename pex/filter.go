@@ -1,7 +1,6 @@
 package pex
 
 import (
-	"strings"
 
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -14,10 +13,7 @@ import (
 // or a DNS name other than localhost (addrbook.GroupOf's ip4, ip6 and dns groups). Loopback,
 // private, link-local, unspecified, shared and documentation ranges, in-process (/memory)
 // and other transports are not.
-func IsPublic(a ma.Multiaddr) bool {
-	g := string(addrbook.GroupOf(a))
-	return strings.HasPrefix(g, "ip4:") || strings.HasPrefix(g, "ip6:") || strings.HasPrefix(g, "dns:")
-}
+func IsPublic(a ma.Multiaddr) bool { return addrbook.IsPublic(a) }
 
 // ownAddrs is the set of this node's listen addresses, by binary form.
 type ownAddrs map[string]struct{}
