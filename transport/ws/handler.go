@@ -230,7 +230,7 @@ func (h *Handler) Close() error {
 // server had buffered of it, and a small bufio pair of its own.
 type hijackWriter struct {
 	http.ResponseWriter
-	wire  *wire
+	wire *wire
 }
 
 func (hw *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
