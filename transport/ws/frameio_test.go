@@ -26,6 +26,8 @@ func rawPair(t *testing.T, cfg Config) (net.Conn, *rawReader, *Conn) {
 		t.Fatal(u.err)
 	}
 	t.Cleanup(func() { u.conn.Close() })
+	// A test that waits for what never comes fails instead of hanging.
+	c.SetDeadline(time.Now().Add(10 * time.Second))
 	return c, &rawReader{br}, u.conn.(*Conn)
 }
 

@@ -61,6 +61,9 @@ func rawServer(t *testing.T, cfg Config) (*Conn, net.Conn, *bufio.Reader) {
 		t.Fatal(res.err)
 	}
 	t.Cleanup(func() { d.(*Conn).ws.CloseNow(); res.c.Close() })
+	// A test that waits for what never comes fails instead of hanging.
+	res.c.SetDeadline(time.Now().Add(10 * time.Second))
+	d.SetReadDeadline(time.Now().Add(10 * time.Second))
 	return d.(*Conn), res.c, res.br
 }
 
