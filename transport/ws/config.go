@@ -74,13 +74,13 @@ type Config struct {
 	// TCP reset that would drop data it has not read yet). Default DefaultCloseTimeout.
 	CloseTimeout time.Duration
 
-	// FrameGrace is how long a read whose deadline passes in the middle of a WebSocket
-	// frame goes on reading that frame. A deadline that passes between frames interrupts
-	// the read at once and leaves the connection usable, as on TCP; in the middle of a
-	// frame the read cannot stop without losing the stream, so it finishes the frame
-	// (already in flight) and the deadline takes effect after it. A frame still incomplete
-	// after FrameGrace fails the connection with ErrStalledFrame. Default
-	// DefaultFrameGrace.
+	// FrameGrace has no effect. It bounded how long a read whose deadline passed in the
+	// middle of a frame went on reading that frame, when a read interrupted there lost the
+	// stream; the frames are now read so that one interrupted anywhere goes on where it
+	// stopped, and a deadline interrupts a read at once wherever it passes, as on TCP.
+	// It is still validated (not negative).
+	//
+	// Deprecated: kept so that Configs that set it still compile.
 	FrameGrace time.Duration
 
 	// KeepAlive is the TCP keepalive period of dialled and accepted connections, as in

@@ -19,11 +19,15 @@ import (
 //
 // Deadlines behave as TCP's: a Read or Write past its deadline fails with
 // os.ErrDeadlineExceeded, a net.Error whose Timeout method reports true, and the
-// connection stays usable. Natively, a read deadline that expires while a frame is
-// arriving takes effect at the frame's end (see Config.FrameGrace); a Write that a
-// deadline interrupts returns the timeout with its message accepted whole, and what it
-// could not send goes out first in the next Write (or Close). Over /wss a write deadline
-// that interrupts a write fails every later Write, as on any crypto/tls connection.
+// connection stays usable. Natively, a Read that a deadline interrupts in the middle of a
+// frame loses nothing: the next Read goes on where it stopped. A Write that a deadline
+// interrupts returns the timeout with its message accepted whole, and what it could not
+// send goes out first in the next Write (or Close). Over /wss a write deadline that
+// interrupts a write fails every later Write, as on any crypto/tls connection.
+//
+// Natively the Conn answers the peer's pings (the latest of a burst), ignores its pongs,
+// and closes the connection on a frame that breaks the protocol (ErrBadFrame, status
+// 1002).
 //
 // Close sends a close frame (status 1000) and waits, for at most Config.CloseTimeout, for
 // the peer's. A close frame from the peer with status 1000 or 1001 is the end of the

@@ -17,9 +17,10 @@ import (
 )
 
 // connIO is a Conn's I/O natively: coder/websocket's Conn over a wire, whose deadlines
-// are the Conn's (see wire). coder/websocket reads the frames, answers pings and runs the
-// close handshake, called with context.Background(), which it recognises as never ending
-// and then sets up nothing per call; the wire writes the data frames (writeMessage).
+// are the Conn's (see wire). The wire reads and writes the data frames (readData,
+// writeMessage) and answers pings; coder/websocket runs the close handshake, called with
+// context.Background(), which it recognises as never ending and then sets up nothing per
+// call.
 type connIO struct {
 	ws           *websocket.Conn
 	wire         *wire
@@ -29,16 +30,16 @@ type connIO struct {
 	closed       atomic.Bool // Close was called
 
 	rmu  sync.Mutex
-	msg  io.Reader // the message being read, nil between messages
-	left int       // how many more bytes msg may have
-	rerr error     // the read side's permanent error
+	rerr error // the read side's permanent error
 
 	wmu  sync.Mutex
 	werr error // the write side's permanent error
 }
 
 func newConn(ws *websocket.Conn, w *wire, cfg *Config, client bool, local, remote net.Addr, suffix string) *Conn {
+	// coder/websocket reads no data message of ours; should it ever, the limit is ours.
 	ws.SetReadLimit(int64(cfg.MaxMessage))
+	w.fr.server, w.fr.maxMessage = !client, uint64(cfg.MaxMessage)
 	return &Conn{
 		connIO: connIO{ws: ws, wire: w, maxMessage: cfg.MaxMessage, closeTimeout: cfg.CloseTimeout, client: client},
 		local:  local, remote: remote, suffix: suffix,
@@ -55,44 +56,18 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.rerr != nil {
 		return 0, c.rerr
 	}
-	for {
-		if c.msg == nil {
-			typ, r, err := c.ws.Reader(context.Background())
-			if err != nil {
-				return 0, c.readFailed(err)
-			}
-			if typ != websocket.MessageBinary {
-				c.rerr = ErrTextMessage
-				c.shut(websocket.StatusPolicyViolation, "tendril: binary messages only")
-				return 0, c.rerr
-			}
-			c.msg, c.left = r, c.maxMessage
-		}
-		// One byte more than the message may have: if it comes, the message is too long.
-		// (coder/websocket's own limit lets that byte through.)
-		n, err := c.msg.Read(p[:min(len(p), c.left+1)])
-		if n > c.left {
-			c.rerr = fmt.Errorf("%w: longer than %d bytes", ErrMessageTooBig, c.maxMessage)
-			c.shut(websocket.StatusMessageTooBig, "")
-			return 0, c.rerr
-		}
-		c.left -= n
-		if err == io.EOF {
-			c.msg = nil
-			if n == 0 {
-				continue // the next message; an empty one is nothing to return
-			}
-			return n, nil
-		}
-		if err != nil {
-			// A timeout between frames of the message leaves it to be read on.
-			return n, c.readFailed(err)
-		}
-		return n, nil
+	if c.closed.Load() {
+		c.rerr = net.ErrClosed
+		return 0, c.rerr
 	}
+	n, err := c.wire.readData(p)
+	if err != nil {
+		return 0, c.readFailed(err)
+	}
+	return n, nil
 }
 
-// readFailed turns a read error of coder/websocket into the Conn's: a timeout as it is,
+// readFailed turns an error of the wire's readData into the Conn's: a timeout as it is,
 // anything else permanent.
 func (c *Conn) readFailed(err error) error {
 	if c.closed.Load() {
@@ -102,28 +77,46 @@ func (c *Conn) readFailed(err error) error {
 	if isTimeout(err) {
 		return os.ErrDeadlineExceeded
 	}
+	var fe *frameError
 	switch {
-	case errors.Is(err, ErrStalledFrame):
-		err = ErrStalledFrame
-		c.ws.CloseNow() // the stream is lost: no close frame can be read in it
-	default:
-		switch code := websocket.CloseStatus(err); {
-		case code == websocket.StatusNormalClosure || code == websocket.StatusGoingAway:
-			err = io.EOF
-		case code == websocket.StatusMessageTooBig:
-			err = fmt.Errorf("%w: the peer refused a message of ours: %w", ErrMessageTooBig, err)
-		case code != -1:
-			err = fmt.Errorf("ws: closed by the peer: %w", err)
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			err = io.ErrUnexpectedEOF
-		case errors.Is(err, io.EOF):
-			err = io.EOF // the TCP connection ended between frames, without a close frame
-		default:
-			err = fmt.Errorf("ws: read: %w", err)
+	case errors.As(err, &fe):
+		c.rerr = fe.err
+		reason := ""
+		if fe.code == websocket.StatusProtocolError || fe.code == websocket.StatusPolicyViolation {
+			reason = "tendril: " + fe.err.Error()
 		}
+		c.shut(fe.code, reason[:min(len(reason), maxControl-2)])
+		return c.rerr
+	case err == errPeerClose:
+		// coder/websocket reads the close frame, checks it and answers it.
+		_, _, err = c.ws.Reader(context.Background())
+		if err == nil {
+			err = errors.New("ws: a message after the peer's close frame")
+		}
+		err = c.closeError(err)
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		// The TCP connection ended without a close frame: between messages (io.EOF), or
+		// within one.
+	default:
+		err = fmt.Errorf("ws: read: %w", err)
 	}
 	c.rerr = err
 	return err
+}
+
+// closeError is the Conn's read error for coder/websocket's after the peer's close frame.
+func (c *Conn) closeError(err error) error {
+	switch code := websocket.CloseStatus(err); {
+	case code == websocket.StatusNormalClosure || code == websocket.StatusGoingAway:
+		return io.EOF
+	case code == websocket.StatusMessageTooBig:
+		return fmt.Errorf("%w: the peer refused a message of ours: %w", ErrMessageTooBig, err)
+	case code != -1:
+		return fmt.Errorf("ws: closed by the peer: %w", err)
+	case c.closed.Load():
+		return net.ErrClosed
+	}
+	return fmt.Errorf("ws: read: %w", err)
 }
 
 // Write sends p as one binary message, or several of at most Config.MaxMessage bytes.

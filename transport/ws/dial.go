@@ -70,7 +70,7 @@ func (u *upgradeTrip) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	_ = c.SetDeadline(time.Time{})
-	u.wire = newWire(c, pre, u.cfg.FrameGrace)
+	u.wire = newWire(c, pre)
 	resp.Body = u.wire
 	return resp, nil
 }

@@ -24,10 +24,17 @@ var (
 	// violation).
 	ErrTextMessage = errors.New("ws: text message where only binary ones are accepted")
 
-	// ErrStalledFrame reports a read whose deadline passed in the middle of a WebSocket
-	// frame that then did not arrive in full within Config.FrameGrace. The frame cannot be
-	// resumed, so the connection is closed; unlike a deadline that passes between frames,
-	// this error is permanent and is not a timeout.
+	// ErrBadFrame reports a frame from the peer that breaks the WebSocket protocol (RFC
+	// 6455): reserved bits set, an unknown opcode, a client's frame unmasked or a
+	// server's masked, a control frame fragmented or longer than 125 bytes, a
+	// continuation outside a message or a new message inside one. The connection is
+	// closed with status 1002 (protocol error).
+	ErrBadFrame = errors.New("ws: frame breaks the WebSocket protocol")
+
+	// ErrStalledFrame is no longer returned: a read whose deadline passes in the middle of
+	// a frame times out as any other and loses nothing (see Config.FrameGrace).
+	//
+	// Deprecated: kept so that code testing for it still compiles.
 	ErrStalledFrame = errors.New("ws: read deadline passed in a frame that then stalled")
 
 	// ErrSubprotocol reports a server that did not agree to the "tendril" subprotocol.

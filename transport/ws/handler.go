@@ -194,7 +194,7 @@ func (h *Handler) Upgrade(ctx context.Context, c net.Conn) (net.Conn, error) {
 		defer close(fired)
 		_ = rc.SetWriteDeadline(aLongTimeAgo)
 	})
-	hw := &hijackWriter{ResponseWriter: p.w, grace: h.cfg.FrameGrace}
+	hw := &hijackWriter{ResponseWriter: p.w}
 	ws, err := websocket.Accept(hw, p.r, &acceptOptions)
 	stopped := stop()
 	if !stopped {
@@ -230,8 +230,7 @@ func (h *Handler) Close() error {
 // server had buffered of it, and a small bufio pair of its own.
 type hijackWriter struct {
 	http.ResponseWriter
-	grace time.Duration
-	wire  *wire
+	wire *wire
 }
 
 func (hw *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -244,7 +243,7 @@ func (hw *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		pre = make([]byte, n)
 		_, _ = io.ReadFull(brw.Reader, pre)
 	}
-	hw.wire = newWire(c, pre, hw.grace)
+	hw.wire = newWire(c, pre)
 	return hw.wire, bufio.NewReadWriter(bufio.NewReaderSize(hw.wire, serverReadBuffer), bufio.NewWriterSize(hw.wire, serverWriteBuffer)), nil
 }
 

@@ -166,7 +166,7 @@ func (l *Listener) upgrade(ctx context.Context, c net.Conn) (*Conn, error) {
 		client = proxyhdr.ClientAddr(remote, req.Header, l.opts.Trusted)
 	}
 
-	w := newWire(conn, pre, l.cfg.FrameGrace)
+	w := newWire(conn, pre)
 	rw := &rawResponse{conn: conn, wire: w, h: http.Header{}}
 	ws, err := websocket.Accept(rw, req, &acceptOptions)
 	if err != nil {

@@ -22,12 +22,13 @@ import (
 )
 
 // Buffer sizes. The server side's bufio pair lives as long as the connection (coder/
-// websocket keeps it): small. Frame headers are read through the reader, and payloads
-// longer than it bypass it; coder/websocket writes only control frames through the
-// writer (at most 127 bytes: data frames are the wire's), and the HTTP answer goes
-// through it once. requestBuffer is pooled and given back once the request is read.
+// websocket keeps it): small. coder/websocket reads through the reader only in the close
+// handshake (the wire reads the data frames), frames of at most 14 + 125 bytes but for
+// data it drops; it writes only control frames through the writer (at most 131 bytes:
+// data frames are the wire's), and the HTTP answer goes through it once. requestBuffer is
+// pooled and given back once the request is read.
 const (
-	serverReadBuffer  = 1 << 10
+	serverReadBuffer  = 256
 	serverWriteBuffer = 256
 	requestBuffer     = 4 << 10
 )

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"net"
 	"os"
 	"slices"
@@ -16,33 +17,35 @@ import (
 )
 
 // wire is the connection under the WebSocket framing (TCP, TLS over TCP, a trusted
-// proxy's connection), through which coder/websocket reads and writes frames. It is how
-// a Conn has deadlines that behave as TCP's do.
+// proxy's connection). It is how a Conn has deadlines that behave as TCP's do.
 //
 // coder/websocket bounds each call by a context, and a context that ends closes the whole
 // WebSocket connection: a read deadline used that way would turn every expiry into the
 // end of the connection, and tendril moves read deadlines into the past routinely (the
 // mux wakes a reader that way, then reads on). So the deadlines are the underlying
 // connection's own, set directly (no timer, context or goroutine of ours), and the
-// WebSocket calls run with a context that never ends. A read that times out returns no
-// bytes; coder/websocket loses nothing when that happens between frames, where it waits
-// for the next header, but it drops a partial header or payload. The wire follows the
-// frames it passes on (frameCursor): between frames a timeout goes up as it is; in the
-// middle of one the wire reads on until the frame is complete (its bytes are in flight),
-// for at most FrameGrace, and the deadline takes effect at the frame's end.
+// WebSocket calls run with a context that never ends.
 //
-// Reads come from one goroutine at a time (coder/websocket's read lock); the cursor and
-// grace are that reader's. mu orders the user's deadlines against the reader's grace and
-// Close's.
+// The data frames are the wire's in both directions: Conn.Read reads them (readData, a
+// frameReader), which loses nothing when a deadline interrupts a read, and Conn.Write
+// writes them (writeMessage). coder/websocket writes the control frames it sends (a
+// close frame, the answer to the peer's) through Write, and reads through Read only to
+// run the close handshake, after the frameReader has handed the stream over (handOff).
 type wire struct {
 	net.Conn
-	pre   []byte // read past the HTTP exchange, not yet handed on
-	in    frameCursor
-	grace time.Duration
-	// graceUntil is when the frame being finished past a deadline must be complete;
-	// zero when no grace is running.
-	graceUntil time.Time
-	rerr       error // ErrStalledFrame once a frame stalled: the stream is lost
+
+	// The read side, under rmu, which whoever reads the connection holds (readData for a
+	// Conn.Read, Read for coder/websocket), so that the stream is read in order. pre holds
+	// bytes to read before the connection's: what was read past the HTTP exchange, and
+	// after the hand-over what the frameReader had of a frame. skip counts bytes of a data
+	// frame to drop before coder/websocket reads (the rest of a frame being read when it
+	// took over). rerr is the read side's permanent error (the stream is lost).
+	rmu       sync.Mutex
+	pre       []byte
+	fr        frameReader
+	handedOff bool // coder/websocket reads from now on
+	skip      uint64
+	rerr      error
 
 	// The write side's, under wmu (coder/websocket's control frames and Conn.Write's data
 	// frames come from different goroutines): out follows the frames written, so that a
@@ -63,8 +66,8 @@ type wire struct {
 	vec  [3][]byte
 	bufs net.Buffers
 
+	// mu orders the user's deadlines against Close's.
 	mu sync.Mutex
-	rd time.Time // the read deadline last set by the user
 	// closing is set once Close (or a refused message) has set the deadlines: the user's
 	// no longer apply, and nothing more is written but the close frame. Set under mu,
 	// read without it by Conn.Write.
@@ -75,8 +78,10 @@ type wire struct {
 	wd atomic.Int64
 }
 
-func newWire(c net.Conn, pre []byte, grace time.Duration) *wire {
-	w := &wire{Conn: c, pre: pre, grace: grace}
+// newWire returns the wire of c, with pre read past the HTTP exchange already; its
+// frameReader is set up by newConn.
+func newWire(c net.Conn, pre []byte) *wire {
+	w := &wire{Conn: c, pre: pre}
 	w.tcp, _ = c.(*net.TCPConn)
 	_, w.tls = c.(*tls.Conn)
 	return w
@@ -226,8 +231,11 @@ func appendHeader(b []byte, n int, mask bool, key uint32) []byte {
 
 // maskCopy copies src to dst masked with key (its bytes in wire order, little-endian),
 // in one pass, 32 bytes at a time: the sub-slices with their capacity set let the
-// compiler drop the bounds checks.
-func maskCopy(dst, src []byte, key uint32) {
+// compiler drop the bounds checks. It returns the key rotated to the byte after src, to
+// go on with. dst may be src, or start before it in the same array (the frameReader
+// moves payloads down over the headers it takes out): each 32-byte block is loaded before
+// it is stored, and stores land below the loads still to come.
+func maskCopy(dst, src []byte, key uint32) uint32 {
 	k := uint64(key) | uint64(key)<<32
 	dst = dst[:len(src)]
 	n := len(src) &^ 31
@@ -241,6 +249,7 @@ func maskCopy(dst, src []byte, key uint32) {
 	for i := n; i < len(src); i++ {
 		dst[i] = src[i] ^ byte(key>>(8*(i%4)))
 	}
+	return bits.RotateLeft32(key, -8*(len(src)%4))
 }
 
 // settle writes what write deadlines left unwritten, so that what follows comes after it.
@@ -270,77 +279,12 @@ func (w *wire) takeCut() bool {
 	return cut
 }
 
-// Read reads the stream under the frames; see wire.
-func (w *wire) Read(p []byte) (int, error) {
-	if w.rerr != nil {
-		return 0, w.rerr
-	}
-	if len(w.pre) > 0 {
-		n := copy(p, w.pre)
-		w.in.advance(p[:n])
-		if w.pre = w.pre[n:]; len(w.pre) == 0 {
-			w.pre = nil
-		}
-		return n, nil
-	}
-	for {
-		n, err := w.Conn.Read(p)
-		if n > 0 {
-			w.in.advance(p[:n])
-			if !w.graceUntil.IsZero() && w.in.atBoundary() {
-				w.endGrace()
-			}
-			return n, err
-		}
-		if err == nil || w.in.atBoundary() || !isTimeout(err) {
-			return n, err
-		}
-		if !w.extendGrace() {
-			w.rerr = ErrStalledFrame
-			return 0, w.rerr
-		}
-	}
-}
-
-// extendGrace lets a read that timed out in the middle of a frame go on until the frame's
-// grace ends, and reports whether it has not ended yet.
-func (w *wire) extendGrace() bool {
-	now := time.Now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closing.Load() {
-		return false
-	}
-	if w.graceUntil.IsZero() {
-		w.graceUntil = now.Add(w.grace)
-	}
-	if !now.Before(w.graceUntil) {
-		return false
-	}
-	// A deadline the user sets meanwhile replaces this one; if it is in the past, the
-	// read times out again and comes back here, to the same graceUntil.
-	_ = w.Conn.SetReadDeadline(w.graceUntil)
-	return true
-}
-
-// endGrace gives the user's read deadline back to the connection once the frame read past
-// it is complete: the next read, between frames, times out if it has passed.
-func (w *wire) endGrace() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.graceUntil = time.Time{}
-	if !w.closing.Load() {
-		_ = w.Conn.SetReadDeadline(w.rd)
-	}
-}
-
 func (w *wire) setReadDeadline(t time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closing.Load() {
 		return nil
 	}
-	w.rd = t
 	return w.Conn.SetReadDeadline(t)
 }
 
