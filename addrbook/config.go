@@ -14,10 +14,10 @@ import (
 // more than MaxPeers peers, nor more than MaxAddrsPerPeer addresses of one peer, nor an
 // address longer than MaxAddrSize bytes. It holds at most one signed record per peer
 // (AddRecord), dropped when the peer's last address leaves, so at most MaxPeers records
-// of at most peerrecord.MaxSize bytes each (4 MiB of encodings by default). Held in
-// memory with their parsed addresses, they cost more than their encoding: measured
-// (BenchmarkMemoryRecords) about 0.6 KB for a one-address record of 108 bytes and 6.2 KB
-// for a sixteen-address record of 738 bytes, so about 2.5 MB and 26 MB at 4,096 peers.
+// of at most peerrecord.MaxSize bytes each (4 MiB of encodings by default). A record is
+// held as its encoding (its addresses are decoded when asked for): measured
+// (BenchmarkMemoryRecords) about 0.5 KB for a one-address record of 108 bytes and 1.2 KB
+// for a sixteen-address record of 738 bytes, so about 2 MB and 5 MB at 4,096 peers.
 type Config struct {
 	// MaxAddrsPerPeer bounds the addresses kept for one peer (default 16). A node
 	// listens on a handful of addresses; go-libp2p's peerstore had no such cap and grew

@@ -1,7 +1,6 @@
 package addrbook
 
 import (
-	"slices"
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
@@ -13,9 +12,6 @@ import (
 // heldRecord is a peer's latest signed record, with what Sample asks of it precomputed.
 type heldRecord struct {
 	rec *peerrecord.Record
-	// keys are the binary forms of the record's addresses: an entry is shared with the
-	// record only if the record lists its address.
-	keys []string
 	// local reports whether the record lists an address that is unroutable or in-process:
 	// such a record is never handed to a public peer (SampleOptions.OmitLocal), since a
 	// signed record cannot be trimmed.
@@ -25,7 +21,6 @@ type heldRecord struct {
 func newHeldRecord(rec *peerrecord.Record) *heldRecord {
 	h := &heldRecord{rec: rec}
 	for _, a := range rec.Addrs() {
-		h.keys = append(h.keys, string(a.Bytes()))
 		if g := GroupOf(a); g == GroupLocal || g == GroupMemory {
 			h.local = true
 		}
@@ -33,7 +28,9 @@ func newHeldRecord(rec *peerrecord.Record) *heldRecord {
 	return h
 }
 
-func (h *heldRecord) lists(key string) bool { return slices.Contains(h.keys, key) }
+// lists reports whether the record lists the address of key (its binary form): an entry
+// is shared with the record only if the record lists its address.
+func (h *heldRecord) lists(key string) bool { return h.rec.Lists([]byte(key)) }
 
 // AddRecord adds the addresses of a verified peer record for its peer, as Add does with
 // src, and keeps rec as the peer's record if it supersedes the one held (a higher

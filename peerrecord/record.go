@@ -62,10 +62,13 @@ var (
 // Record is a verified peer record. Create one with New, or get one from Parse; a Record
 // is immutable and safe to share.
 type Record struct {
-	key   *secio.PublicKey
-	seq   uint64
-	addrs []ma.Multiaddr
-	raw   []byte // the signed encoding
+	key *secio.PublicKey
+	seq uint64
+	// raw is the signed encoding; the addresses are decoded from it when asked for, not
+	// kept decoded: an address book holds thousands of records, and 16 decoded multiaddrs
+	// took about 8 times the encoding's size.
+	raw   []byte
+	addrs int // offset in raw of the address count
 }
 
 // New signs a record for key's owner with sequence number seq (see NextSeq) and addrs,
@@ -94,7 +97,7 @@ func New(key *secio.PrivateKey, seq uint64, addrs []ma.Multiaddr) (*Record, erro
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(body)+sigSize, MaxSize)
 	}
 	raw := append(body, key.Sign(signed(body))...)
-	return &Record{key: pub, seq: seq, addrs: cloneAddrs(addrs), raw: raw}, nil
+	return &Record{key: pub, seq: seq, raw: raw, addrs: 1 + keySize + uvarintLen(seq)}, nil
 }
 
 // Parse decodes and verifies a record. It reads nothing beyond MaxSize and does at most one
@@ -128,7 +131,7 @@ func Parse(b []byte) (*Record, error) {
 	if count > MaxAddrs {
 		return nil, fmt.Errorf("%w: %d addresses, at most %d", ErrTooLarge, count, MaxAddrs)
 	}
-	addrs := make([]ma.Multiaddr, 0, count)
+	at := len(body) - len(rest) - 1 // the count byte
 	raws := make([][]byte, 0, count)
 	for range count {
 		l, n := binary.Uvarint(rest)
@@ -142,12 +145,10 @@ func Parse(b []byte) (*Record, error) {
 				return nil, fmt.Errorf("%w: an address listed twice", ErrMalformed)
 			}
 		}
-		a, err := ma.NewMultiaddrBytes(bytes.Clone(ab))
-		if err != nil {
+		if _, err := ma.NewMultiaddrBytes(ab); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		raws = append(raws, ab)
-		addrs = append(addrs, a)
 	}
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(rest))
@@ -155,7 +156,7 @@ func Parse(b []byte) (*Record, error) {
 	if !key.Verify(signed(body), sig) {
 		return nil, ErrBadSignature
 	}
-	return &Record{key: key, seq: seq, addrs: addrs, raw: bytes.Clone(b)}, nil
+	return &Record{key: key, seq: seq, raw: bytes.Clone(b), addrs: at}, nil
 }
 
 // signed returns what a record's signature covers.
@@ -173,8 +174,43 @@ func (r *Record) Peer() secio.PeerID { return r.key.PeerID() }
 // higher number is the newer.
 func (r *Record) Seq() uint64 { return r.seq }
 
-// Addrs returns the addresses (a copy of the slice).
-func (r *Record) Addrs() []ma.Multiaddr { return cloneAddrs(r.addrs) }
+// Addrs returns the addresses, decoded afresh on every call.
+func (r *Record) Addrs() []ma.Multiaddr {
+	var out []ma.Multiaddr
+	r.eachAddr(func(b []byte) bool {
+		// Checked by New or Parse, so this cannot fail.
+		if a, err := ma.NewMultiaddrBytes(bytes.Clone(b)); err == nil {
+			out = append(out, a)
+		}
+		return true
+	})
+	return out
+}
+
+// Lists reports whether the record lists the address whose binary form is b, without
+// decoding any address.
+func (r *Record) Lists(b []byte) bool {
+	found := false
+	r.eachAddr(func(a []byte) bool {
+		found = bytes.Equal(a, b)
+		return !found
+	})
+	return found
+}
+
+// eachAddr calls f with the binary form of each address, in order, until f returns false.
+func (r *Record) eachAddr(f func([]byte) bool) {
+	rest := r.raw[r.addrs : len(r.raw)-sigSize]
+	count := int(rest[0])
+	rest = rest[1:]
+	for range count {
+		l, n := binary.Uvarint(rest)
+		if !f(rest[n : n+int(l)]) {
+			return
+		}
+		rest = rest[n+int(l):]
+	}
+}
 
 // Bytes returns the signed encoding, which Parse accepts. The caller must not modify it.
 func (r *Record) Bytes() []byte { return r.raw }
@@ -187,7 +223,7 @@ func (r *Record) Supersedes(old *Record) bool {
 
 // String returns a short description for logs.
 func (r *Record) String() string {
-	return fmt.Sprintf("record %s seq %d, %d addrs", r.Peer(), r.seq, len(r.addrs))
+	return fmt.Sprintf("record %s seq %d, %d addrs", r.Peer(), r.seq, r.raw[r.addrs])
 }
 
 // NextSeq returns the sequence number for a new record after one numbered last: the time in
@@ -197,6 +233,4 @@ func NextSeq(now time.Time, last uint64) uint64 {
 	return max(uint64(now.UnixNano()), last+1)
 }
 
-func cloneAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
-	return append([]ma.Multiaddr(nil), addrs...)
-}
+func uvarintLen(v uint64) int { return len(binary.AppendUvarint(nil, v)) }

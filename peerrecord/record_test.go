@@ -193,3 +193,25 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+func TestLists(t *testing.T) {
+	in := addrs(t, "/ip4/198.51.100.7/tcp/4001", "/memory/3")
+	r, err := New(testKey(t), 1, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse(r.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range []*Record{r, p} {
+		for _, a := range in {
+			if !rec.Lists(a.Bytes()) {
+				t.Errorf("%v does not list %s", rec, a)
+			}
+		}
+		if rec.Lists(addrs(t, "/ip4/198.51.100.7/tcp/4002")[0].Bytes()) {
+			t.Errorf("%v lists an address it does not have", rec)
+		}
+	}
+}
