@@ -38,8 +38,14 @@ import (
 // DefaultSaveInterval is how often a Node with a BookFile saves its book.
 const DefaultSaveInterval = time.Minute
 
-// ErrInvalidConfig reports a Config that Validate refuses.
-var ErrInvalidConfig = errors.New("node: invalid config")
+var (
+	// ErrInvalidConfig reports a Config that New refuses.
+	ErrInvalidConfig = errors.New("node: invalid config")
+	// ErrStarted: Start was called twice.
+	ErrStarted = errors.New("node: already started")
+	// ErrClosed: the Node is closed.
+	ErrClosed = errors.New("node: closed")
+)
 
 // Config configures a Node. The zero value is usable: every zero field takes its default.
 type Config struct {
@@ -209,9 +215,13 @@ func bookKey(key *secio.PrivateKey) [32]byte {
 // retries peers from the book.
 func (n *Node) Start(ctx context.Context) error {
 	n.mu.Lock()
-	if n.started || n.closed {
+	if n.closed {
 		n.mu.Unlock()
-		return errors.New("node: already started or closed")
+		return ErrClosed
+	}
+	if n.started {
+		n.mu.Unlock()
+		return ErrStarted
 	}
 	n.started = true
 	n.mu.Unlock()
