@@ -1,7 +1,6 @@
 package pex
 
 import (
-
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/tendril-p2p/tendril/addrbook"
