@@ -56,7 +56,8 @@ var (
 	// wrapped with ErrInvalidConfig) or to AddProtocol is invalid: a bad name or version,
 	// not exactly one handler, or a name registered twice.
 	ErrInvalidProtocol = errors.New("tendril: invalid protocol")
-	// ErrMessageTooLarge means a message exceeds Config.MaxMessageSize.
+	// ErrMessageTooLarge means a message exceeds Config.MaxMessageSize, or its protocol's
+	// Protocol.MaxMessageSize.
 	ErrMessageTooLarge = errors.New("tendril: message too large")
 
 	// ErrRequestFailed means the peer's RequestHandler returned an error (see RequestError).

@@ -30,6 +30,11 @@ type Protocol struct {
 	// requester that gives up frees the work its request started, and a handler may make
 	// requests itself.
 	RequestHandler RequestHandler
+	// MaxMessageSize bounds this protocol's messages, requests and replies, in both
+	// directions, below Config.MaxMessageSize (zero: that). A protocol whose messages are
+	// small by design (a peer exchange answer, an identify record) says so here, so that a
+	// peer cannot make this node read megabytes before the protocol's own checks run.
+	MaxMessageSize int
 	// OpenOnConnect makes the dialling side open this protocol as soon as a session is
 	// established, so that both sides' handlers get Connected without further calls.
 	OpenOnConnect bool

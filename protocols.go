@@ -55,6 +55,9 @@ func (s *Service) Protocols() []Protocol {
 // addProtocolLocked registers a validated protocol. s.protoMu is held (or New is running).
 // A protocol this node only opens is not in the registry: peers that open it are refused.
 func (s *Service) addProtocolLocked(p *Protocol) error {
+	if p.MaxMessageSize > s.cfg.MaxMessageSize {
+		return fmt.Errorf("%w %q: MaxMessageSize %d above Config.MaxMessageSize %d", ErrInvalidProtocol, p.Name, p.MaxMessageSize, s.cfg.MaxMessageSize)
+	}
 	if _, dup := s.protocols[p.Name]; dup {
 		return fmt.Errorf("%w %q: %w", ErrInvalidProtocol, p.Name, protocol.ErrDuplicateProtocol)
 	}
@@ -95,6 +98,18 @@ func (s *Service) RemoveProtocol(name string) error {
 		sess.closeProtocol(p)
 	}
 	return nil
+}
+
+// MaxMessageSize returns Config.MaxMessageSize with its default applied: the largest a
+// Protocol's own MaxMessageSize may be.
+func (s *Service) MaxMessageSize() int { return s.cfg.MaxMessageSize }
+
+// maxMessage is the largest message of p, in either direction.
+func (s *Service) maxMessage(p *Protocol) int {
+	if p.MaxMessageSize > 0 {
+		return p.MaxMessageSize
+	}
+	return s.cfg.MaxMessageSize
 }
 
 // protocol returns the registered protocol of that name, or nil.
@@ -149,6 +164,9 @@ func (p *Protocol) validate() error {
 	}
 	if n > 1 {
 		return fmt.Errorf("%w %q: set at most one of Handler, StreamHandler and RequestHandler", ErrInvalidProtocol, p.Name)
+	}
+	if p.MaxMessageSize < 0 {
+		return fmt.Errorf("%w %q: negative MaxMessageSize", ErrInvalidProtocol, p.Name)
 	}
 	if n == 0 && p.OpenOnConnect {
 		return fmt.Errorf("%w %q: OpenOnConnect needs a Handler or StreamHandler", ErrInvalidProtocol, p.Name)

@@ -78,7 +78,7 @@ func (ps *protoStream) readLoop() {
 			defer close(ps.connected) // also if Connected panics
 			ps.call(func() { h.Connected(ps.handlerCtx, ps.version) })
 		}()
-		r := protocol.NewReader(ps.st, s.svc.cfg.MaxMessageSize)
+		r := protocol.NewReader(ps.st, s.svc.maxMessage(ps.proto))
 		for {
 			msg, err := r.ReadMessageAlloc()
 			if err != nil {

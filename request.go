@@ -82,8 +82,8 @@ func (s *Session) Request(ctx context.Context, name string, req []byte) ([]byte,
 		return nil, fmt.Errorf("tendril: %q is not a request protocol", name)
 	case !s.allows(p):
 		return nil, fmt.Errorf("%w: %q", ErrInsecureSession, name)
-	case len(req) > s.svc.cfg.MaxMessageSize:
-		return nil, fmt.Errorf("%w: request of %d > %d bytes", ErrMessageTooLarge, len(req), s.svc.cfg.MaxMessageSize)
+	case len(req) > s.svc.maxMessage(p):
+		return nil, fmt.Errorf("%w: request of %d > %d bytes", ErrMessageTooLarge, len(req), s.svc.maxMessage(p))
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -108,7 +108,7 @@ func (s *Session) Request(ctx context.Context, name string, req []byte) ([]byte,
 	defer stop()
 	dl, _ := ctx.Deadline()
 	_ = st.SetDeadline(dl)
-	reply, err := exchange(st, req, s.svc.cfg.MaxMessageSize)
+	reply, err := exchange(st, req, s.svc.maxMessage(p))
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() && !time.Now().Before(dl) {
@@ -201,7 +201,8 @@ func (rs requestServer) ServeStream(c *Context, version string, st net.Conn) {
 	}()
 	// The request is bounded in size and in time, as a negotiation is.
 	_ = st.SetReadDeadline(time.Now().Add(cfg.NegotiationTimeout))
-	req, err := protocol.NewReader(st, cfg.MaxMessageSize).ReadMessageAlloc()
+	limit := rs.svc.maxMessage(c.ps.proto)
+	req, err := protocol.NewReader(st, limit).ReadMessageAlloc()
 	if err != nil {
 		return // the answer alone, and the end: the requester reads ErrNoReply
 	}
@@ -217,7 +218,7 @@ func (rs requestServer) ServeStream(c *Context, version string, st net.Conn) {
 		reason := herr.Error()
 		reason = reason[:min(len(reason), MaxRequestErrorSize)]
 		out = protocol.AppendFrame(append(out, replyFailed), []byte(reason))
-	case len(reply) > cfg.MaxMessageSize:
+	case len(reply) > limit:
 		reason := fmt.Sprintf("reply of %d bytes above the limit", len(reply))
 		out = protocol.AppendFrame(append(out, replyFailed), []byte(reason))
 	default:

@@ -216,3 +216,53 @@ func TestRequestPeerCloses(t *testing.T) {
 		t.Fatalf("the request failed %v after the peer closed", d)
 	}
 }
+
+// TestProtocolMaxMessageSize: a protocol's own MaxMessageSize bounds its requests and
+// replies on both sides (a peer that serves the protocol without the bound cannot make the
+// requester read a larger reply) and its messages; it may not exceed Config's.
+func TestProtocolMaxMessageSize(t *testing.T) {
+	const limit = 100
+	big := RequestHandlerFunc(func(_ *Context, req []byte) ([]byte, error) { return make([]byte, 1000), nil })
+	srv := newService(t, Config{Protocols: []Protocol{{Name: "/r", Versions: []string{"1"}, RequestHandler: big}}})
+	cli := newService(t, Config{Protocols: []Protocol{{Name: "/r", Versions: []string{"1"}, MaxMessageSize: limit}}})
+	sess := dial(t, cli, listen(t, srv))
+	if _, err := sess.Request(context.Background(), "/r", make([]byte, limit+1)); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("request above the protocol's limit: %v", err)
+	}
+	if _, err := sess.Request(context.Background(), "/r", []byte("x")); !errors.Is(err, protocol.ErrMessageTooLarge) {
+		t.Fatalf("a reply of 1000 bytes to a requester whose limit is %d: %v", limit, err)
+	}
+
+	// The server side: a reply above its protocol's limit is refused with a reason.
+	small := newService(t, Config{Protocols: []Protocol{{Name: "/r", Versions: []string{"1"}, RequestHandler: big, MaxMessageSize: limit}}})
+	cli2 := newService(t, Config{Protocols: []Protocol{{Name: "/r", Versions: []string{"1"}}}})
+	var re *RequestError
+	if _, err := dial(t, cli2, listen(t, small)).Request(context.Background(), "/r", []byte("x")); !errors.As(err, &re) {
+		t.Fatalf("a reply above the server's limit: %v, want a RequestError", err)
+	}
+
+	// Message mode: Send refuses, and so does the reader.
+	box := newInbox()
+	recv := newService(t, Config{Protocols: []Protocol{{Name: "/m", Versions: []string{"1"}, Handler: box, MaxMessageSize: limit}}})
+	send := newService(t, Config{Protocols: []Protocol{{Name: "/m", Versions: []string{"1"}, Handler: newInbox(), MaxMessageSize: limit}}})
+	ms := dialOpen(t, send, listen(t, recv), "/m")
+	if err := ms.Send("/m", make([]byte, limit+1)); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("Send above the protocol's limit: %v", err)
+	}
+	loose := newService(t, Config{Protocols: []Protocol{{Name: "/m", Versions: []string{"1"}, Handler: newInbox()}}})
+	ls := dialOpen(t, loose, listen(t, recv), "/m")
+	if err := ls.Send("/m", make([]byte, limit+1)); err != nil {
+		t.Fatal(err)
+	}
+	log := collectEvents(recv)
+	log.waitFor(t, "the receiver's protocol error", func(e Event) bool {
+		return e.Type == EventProtocolError && errors.Is(e.Err, protocol.ErrMessageTooLarge)
+	})
+
+	if err := srv.AddProtocol(Protocol{Name: "/x", Versions: []string{"1"}, MaxMessageSize: srv.cfg.MaxMessageSize + 1}); !errors.Is(err, ErrInvalidProtocol) {
+		t.Fatalf("MaxMessageSize above Config's: %v", err)
+	}
+	if err := srv.AddProtocol(Protocol{Name: "/x", Versions: []string{"1"}, MaxMessageSize: -1}); !errors.Is(err, ErrInvalidProtocol) {
+		t.Fatalf("negative MaxMessageSize: %v", err)
+	}
+}

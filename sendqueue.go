@@ -123,8 +123,8 @@ func (ps *protoStream) send(ctx context.Context, msg []byte, wait bool) error {
 	if ps.proto.streamMode() {
 		return fmt.Errorf("%w: %q is a raw stream protocol: write to its stream", ErrProtocolNotOpen, ps.proto.Name)
 	}
-	if len(msg) > s.svc.cfg.MaxMessageSize {
-		return fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, len(msg), s.svc.cfg.MaxMessageSize)
+	if limit := s.svc.maxMessage(ps.proto); len(msg) > limit {
+		return fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, len(msg), limit)
 	}
 	cost := queueCost(msg)
 	limit := s.svc.cfg.SendQueueBytes

@@ -109,6 +109,10 @@ func New(svc *tendril.Service, cfg Config) (*Identify, error) {
 		Versions:      []string{ProtocolVersion},
 		Handler:       handler{i},
 		OpenOnConnect: true,
+		// The Service refuses a message beyond twice the largest identify sends as its
+		// length arrives (a protocol error on the stream), so no peer makes this node read
+		// megabytes; those in between reach the handler, which reports ErrTooLarge.
+		MaxMessageSize: min(2*MaxMessageSize, svc.MaxMessageSize()),
 	})
 	if err != nil {
 		i.sub.Close()

@@ -18,8 +18,8 @@ type Config struct {
 	MaxAnswer int
 	// MaxAnswerBytes bounds one answer's size (default 32 KiB, at least
 	// peerrecord.MaxSize+16). An answer this node gives stops short of it; one it gets
-	// above it is refused before anything in it is parsed. (The root package reads a
-	// reply of up to the Service's MaxMessageSize before this check can see it.)
+	// above it is refused as its length arrives, before the rest is read (it is the
+	// protocol's MaxMessageSize), and the peer is struck.
 	MaxAnswerBytes int
 
 	// ServeInterval and ServeBurst rate-limit answers per asking peer: a burst of

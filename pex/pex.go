@@ -14,6 +14,7 @@ import (
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/addrbook"
 	"github.com/tendril-p2p/tendril/peerrecord"
+	"github.com/tendril-p2p/tendril/protocol"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -106,6 +107,9 @@ func New(svc *tendril.Service, book *addrbook.Book, cfg Config) (*PEX, error) {
 	err := svc.AddProtocol(tendril.Protocol{
 		Name: Protocol, Versions: []string{Version},
 		RequestHandler: tendril.RequestHandlerFunc(p.serveRequest),
+		// An answer above MaxAnswerBytes is refused by the Service as it arrives, before
+		// it is read whole (a request is a few bytes).
+		MaxMessageSize: min(c.MaxAnswerBytes, svc.MaxMessageSize()),
 	})
 	if err != nil {
 		cancel()
@@ -193,6 +197,12 @@ func (p *PEX) Ask(ctx context.Context, sess *tendril.Session) (added int, err er
 		var re *tendril.RequestError
 		if errors.As(err, &re) && re.Reason == ErrRateLimited.Error() {
 			return 0, fmt.Errorf("pex: ask %s: %w", peer, ErrRateLimited)
+		}
+		if errors.Is(err, protocol.ErrMessageTooLarge) {
+			// Refused by the protocol's MaxMessageSize as it arrived, unread.
+			p.stats.answersRefused.Add(1)
+			p.strike(peer, p.cfg.BadRecordLimit)
+			return 0, fmt.Errorf("pex: ask %s: %w: %w", peer, ErrAnswerTooLarge, err)
 		}
 		return 0, fmt.Errorf("pex: ask %s: %w", peer, err)
 	}
