@@ -299,7 +299,9 @@ func (s *Session) finLocked(st *Stream, flags uint16) bool {
 func (s *Session) readData(st *Stream) error {
 	b := &s.body
 	for b.left > 0 {
-		if st.readClosed || st.resetErr != nil {
+		// A removed stream (the session shut down since the header was read, or while this
+		// body waited) has given its reservation back: one taken now would never return.
+		if st.readClosed || st.resetErr != nil || st.removed {
 			st.mu.Unlock()
 			err := s.discard()
 			st.mu.Lock()
