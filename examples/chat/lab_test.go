@@ -66,16 +66,22 @@ func TestLabMDNS(t *testing.T) {
 		t.Errorf("found and chatted in %v, want within 3 s", took)
 	}
 
-	// Identify: bob is seen by alice at his own LAN address, and /peers says so.
-	if _, err := io.WriteString(bob.Stdin, "/peers\n"); err != nil {
-		t.Fatal(err)
+	// Identify: bob is seen by alice at his own LAN address, and /peers says so once
+	// identify has run (beside the chat's own opening, so ask until it has).
+	seen := regexp.MustCompile(`seen by peers at: (\S.*)$`)
+	var line string
+	for range 20 {
+		if _, err := io.WriteString(bob.Stdin, "/peers\n"); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+		line, _ = bob.WaitLine(wctx, seen)
+		cancel()
+		if line != "" {
+			break
+		}
 	}
-	seen := regexp.MustCompile(`seen by peers at: (.*)$`)
-	line, err := bob.WaitLine(ctx, seen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "/ip4/" + b.Addr(lan).String() + "/tcp/"; !strings.Contains(seen.FindStringSubmatch(line)[1], want) {
+	if want := "/ip4/" + b.Addr(lan).String() + "/tcp/"; line == "" || !strings.Contains(seen.FindStringSubmatch(line)[1], want) {
 		t.Errorf("bob's observed addresses %q, want %s...", line, want)
 	}
 }
