@@ -167,6 +167,9 @@ func (i *Identify) Record() *peerrecord.Record {
 // peers what changed. Listen and protocol changes do this by themselves; call it when
 // what Config.Addrs returns changed for another reason.
 func (i *Identify) Update() {
+	// Read at once, so that Record reflects the change when Update returns (a node hands
+	// its record to mDNS right after listening); the push waits PushDelay, as for events.
+	i.refresh(time.Now())
 	select {
 	case i.kick <- struct{}{}:
 	default:

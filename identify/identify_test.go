@@ -252,6 +252,9 @@ func TestSignedAddrsFromConfig(t *testing.T) {
 	adv = append(adv, ma.StringCast("/ip4/198.51.100.2/tcp/4001"))
 	advMu <- struct{}{}
 	b.id.Update()
+	if n := len(b.id.Record().Addrs()); n != 2 {
+		t.Fatalf("Record after Update lists %d addresses, want 2 at once", n)
+	}
 	waitFor(t, 2*time.Second, "the update pushed", func() bool {
 		info, _ := a.id.Info(b.svc.ID())
 		return len(info.Record.Addrs()) == 2

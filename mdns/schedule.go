@@ -7,6 +7,13 @@ import "time"
 // SetPayload in a loop, each link sends at most one response per second.
 const minMulticastGap = time.Second
 
+// firstAnnounceDelay holds a new link's first announcement back behind its first query
+// (sent after 20-120 ms), as RFC 6762 section 8 holds it behind probing. Peers that start
+// together then find each other by their queries' answers at once: an announcement sent
+// at start, before the peer listens, is lost, and would make the answer to the peer's query
+// wait out minMulticastGap (1 s).
+const firstAnnounceDelay = 250 * time.Millisecond
+
 // querySchedule times a link's queries: the first at once (after the caller's jitter),
 // then waits of first, 2*first, 4*first ... capped at max (RFC 6762 section 5.2).
 type querySchedule struct {

@@ -218,7 +218,7 @@ func (s *Service) rescanLocked(now time.Time) {
 				continue
 			}
 			l := &link{info: info, query: newQuerySchedule(now, jitter(), s.cfg.QueryInterval, s.cfg.MaxQueryInterval)}
-			l.send.announce(now, s.cfg.Announcements)
+			l.send.announce(now.Add(firstAnnounceDelay), s.cfg.Announcements)
 			s.links[k] = l
 			s.log.Debug("mdns: joined", "interface", ifi.Name, "family", c.fam.String())
 		}
