@@ -63,7 +63,7 @@ type Config struct {
 	// the peer found there enters the book.
 	Bootstrap []tendril.Addr
 
-	// BookFile keeps the address book between runs: loaded at Start (a missing file is
+	// BookFile keeps the address book between runs: loaded by New (a missing file is
 	// an empty book; a corrupt one is an error), saved every SaveInterval and at Close,
 	// atomically. Empty: the book lives in memory only.
 	BookFile string
@@ -148,6 +148,14 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.book = book
+	// Loaded before the manager starts, whose first round then dials from it at once.
+	if cfg.BookFile != "" {
+		loaded, err := book.LoadFile(cfg.BookFile, time.Now())
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("node: loading the address book: %w", err)
+		}
+		log.Info("address book loaded", "file", cfg.BookFile, "addrs", loaded)
+	}
 
 	scfg := cfg.Service
 	scfg.PrivateKey = key
@@ -210,7 +218,7 @@ func bookKey(key *secio.PrivateKey) [32]byte {
 	return k
 }
 
-// Start loads the book, listens, joins the bootstrap peers, starts mDNS (if enabled) and
+// Start listens, joins the bootstrap peers, starts mDNS (if enabled) and
 // the background work. Bootstrap dials that fail are logged, not returned: the manager
 // retries peers from the book.
 func (n *Node) Start(ctx context.Context) error {
@@ -225,13 +233,6 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.started = true
 	n.mu.Unlock()
-	if n.cfg.BookFile != "" {
-		loaded, err := n.book.LoadFile(n.cfg.BookFile, time.Now())
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("node: loading the address book: %w", err)
-		}
-		n.log.Info("address book loaded", "file", n.cfg.BookFile, "addrs", loaded)
-	}
 	for _, a := range n.cfg.Listen {
 		if _, err := n.svc.Listen(ctx, a); err != nil {
 			return err

@@ -14,7 +14,7 @@ import (
 )
 
 // TestLifecycle: Start twice and Start after Close are typed errors; Close saves the book
-// and a corrupt book file fails Start instead of starting empty.
+// and a corrupt book file fails New instead of starting empty.
 func TestLifecycle(t *testing.T) {
 	network := memory.NewNetwork(memory.NetworkConfig{})
 	dir := t.TempDir()
@@ -44,13 +44,9 @@ func TestLifecycle(t *testing.T) {
 
 	writeFile(t, book, "{not json")
 	cfg.Service.Transports = []transport.Transport{network.NewTransport()}
-	m, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.Start(context.Background()); err == nil {
-		t.Fatal("Start with a corrupt book succeeded")
+	if m, err := New(cfg); err == nil {
+		m.Close()
+		t.Fatal("New with a corrupt book succeeded")
 	}
 	if _, err := New(Config{SaveInterval: -1}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("negative SaveInterval: %v", err)
