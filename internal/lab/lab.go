@@ -22,6 +22,7 @@ type Lab struct {
 	namespaces []string   // created, in order; deleted in reverse
 	names      map[string]bool
 	lans, pubs int // segments of each kind handed out
+	routables  int
 	procs      []*Process
 	closed     bool
 }
