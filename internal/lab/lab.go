@@ -23,6 +23,7 @@ type Lab struct {
 	names      map[string]bool
 	lans, pubs int // segments of each kind handed out
 	routables  int
+	wires      int // delay lines (Link.Delay), for their namespaces' names
 	procs      []*Process
 	closed     bool
 }

@@ -214,8 +214,8 @@ func TestNATFiltering(t *testing.T) {
 	}
 }
 
-// Hole punching: b and c, each behind a NAT of its own, learn their external addresses
-// from a public server, then dial each other's from their listening ports at the same
+// Hole punching: b and c, each behind a NAT of its own whose outside link is delayed
+// 20 ms each way, learn their external addresses from a public server, then dial each other's from their listening ports at the same
 // moment. The two SYNs cross (or one is dropped and the other gets through the hole the
 // first opened, or, through an endpoint-independent filter, reaches the listener): with
 // endpoint-independent mapping on both sides one connection results, with
@@ -242,6 +242,7 @@ func TestNATSimultaneousOpen(t *testing.T) {
 			for i, name := range []string{"b", "c"} {
 				lan := l.LAN("lan-" + name)
 				n := l.NATRouter("nat-"+name, lan, inet, c.kind)
+				n.WAN.Delay(20 * time.Millisecond)
 				h := l.Host(name, lan)
 				h.DefaultVia(n.Host)
 				p := &punchPeer{h: h, accepted: acceptAll(listenShared(t, h, port))}
@@ -254,7 +255,9 @@ func TestNATSimultaneousOpen(t *testing.T) {
 				p.ext = seen(t, observed)
 				peers[i] = p
 			}
+			start := time.Now()
 			punch(ctx, peers[0], peers[1], port, 3*time.Second)
+			t.Logf("punch ended after %v: %v / %v", time.Since(start), peers[0].err, peers[1].err)
 			for _, p := range peers {
 				if p.conn != nil {
 					defer p.conn.Close()
