@@ -92,6 +92,7 @@ func requireDropped(ctx context.Context, t *testing.T, h *Host, addr, what strin
 // public hosts s1 and s2 that listen and echo on port 7000.
 type natHome struct {
 	lab    *Lab
+	lan    *Segment
 	inet   *Segment
 	nat    *NAT
 	b      *Host
@@ -109,7 +110,7 @@ func newNATHome(t *testing.T, cfg NATConfig) *natHome {
 	b.DefaultVia(n.Host)
 	s1, s2 := l.Host("s1", inet), l.Host("s2", inet)
 	return &natHome{
-		lab: l, inet: inet, nat: n, b: b, s1: s1, s2: s2,
+		lab: l, lan: lan, inet: inet, nat: n, b: b, s1: s1, s2: s2,
 		from1: serveEcho(listen(t, s1, netip.AddrPortFrom(s1.Addr(inet), 7000).String())),
 		from2: serveEcho(listen(t, s2, netip.AddrPortFrom(s2.Addr(inet), 7000).String())),
 	}
@@ -164,8 +165,8 @@ func TestNATMapping(t *testing.T) {
 // The filtering: b listens on a port and has connected from it to s1. A new connection
 // to that external port is let in from another port of s1 by address-dependent and
 // endpoint-independent filtering, from s2 only by endpoint-independent filtering; all
-// else is dropped without an answer, as is everything before b has sent anything, and
-// everything sent to the router's own address.
+// else is dropped without an answer, as is everything before b has sent anything,
+// everything sent to the router's own address, and what a neighbour routes to the LAN.
 func TestNATFiltering(t *testing.T) {
 	for _, cfg := range natKinds {
 		t.Run(cfg.String(), func(t *testing.T) {
@@ -177,6 +178,9 @@ func TestNATFiltering(t *testing.T) {
 			requireDropped(ctx, t, h.s1, target, "before any mapping")
 			// The router itself serves nothing outside, and says nothing either.
 			requireDropped(ctx, t, h.s1, netip.AddrPortFrom(h.nat.External(), 22).String(), "to the router")
+			// Nor does it forward what a neighbour outside sends straight to the LAN.
+			h.s2.Route(h.lan.Prefix(), h.nat.Host)
+			requireDropped(ctx, t, h.s2, netip.AddrPortFrom(h.b.Addr(h.lan), port).String(), "routed to the LAN")
 
 			c, err := dialFrom(ctx, h.b, port, netip.AddrPortFrom(h.s1.Addr(h.inet), 7000).String())
 			if err != nil {
