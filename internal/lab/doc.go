@@ -15,12 +15,18 @@
 // 192.0.2.0/24 with 2001:db8:0:N::/64, which net/netip classifies as global unicast, so a
 // host there looks like a node on the internet; none of these packets can leave the lab.
 // A router ([Lab.Router]) is a host on two or more segments that forwards IPv4 and IPv6;
-// [Host.DefaultVia] and [Host.Route] send a host's traffic through it. Network address
-// translation is one [Host.Run] away ("iptables -t nat ... MASQUERADE" in the router's
-// namespace) but is not built in yet.
+// [Host.DefaultVia] and [Host.Route] send a host's traffic through it. [Lab.NATRouter]
+// is a home router that masquerades a LAN behind its public address, with the mapping
+// and filtering behaviour of RFC 4787 that [NATConfig] chooses (endpoint-independent
+// mapping with address-and-port-dependent, address-dependent or endpoint-independent
+// filtering, or a symmetric NAT), drops unsolicited packets without an answer, and can
+// run miniupnpd as the LAN's UPnP and NAT-PMP gateway; such a router's public side goes
+// on a [Lab.Routable] segment (100.128.N.0/24), as miniupnpd refuses documentation
+// addresses.
 //
 // [Link.Shape] limits a link's rate per direction with a token bucket (tc tbf) on each veth
-// end. Added delay needs netem, which the test machines do not have; it is not offered.
+// end. [Link.Delay] delays each direction by a fixed time with a delay line of the lab's
+// own (netem is missing on the test machines).
 //
 // [Host.Start] runs a program (see [Build]) inside a host's namespace and records its
 // output line by line; [Process.WaitLine] waits for a line, [Process.Stdin] feeds it.
@@ -29,7 +35,8 @@
 //
 // # Requirements and teardown
 //
-// A lab needs Linux with IPv6, root and iproute2's ip and tc. Without them [New] skips the test,
+// A lab needs Linux with IPv6, root and iproute2's ip and tc (NAT routers need nftables'
+// nft, and miniupnpd for UPnP). Without them [New] skips the test,
 // unless the environment has TENDRIL_LAB=require (CI sets it), in which case it fails.
 // Every name the lab creates starts with "tl<pid>-": the test process's ID. The test's
 // cleanup stops the processes (SIGTERM, then SIGKILL after a grace period), logs their

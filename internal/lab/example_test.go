@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/tendril-p2p/tendril/internal/lab"
 )
@@ -35,8 +36,7 @@ func Example() {
 }
 
 // A router between a LAN and a public segment. It only forwards, so the server needs a
-// route back to the LAN; with NAT on the router (iptables MASQUERADE on r.Link(inet).Name,
-// through r.Run) it would not.
+// route back to the LAN; behind a NAT router (see ExampleLab_NATRouter) it would not.
 func ExampleLab_Router() {
 	_ = func(t *testing.T) {
 		l := lab.New(t)
@@ -46,5 +46,21 @@ func ExampleLab_Router() {
 		server := l.Host("server", inet) // 198.51.100.2: looks public to net/netip
 		h.DefaultVia(r)
 		server.Route(lan.Prefix(), r)
+	}
+}
+
+// A home behind a NAT router that runs miniupnpd, with a delayed uplink, and a host on
+// the internet.
+func ExampleLab_NATRouter() {
+	_ = func(t *testing.T) {
+		l := lab.New(t)
+		lan, inet := l.LAN("home"), l.Routable("inet") // miniupnpd needs a routable WAN
+		gw := l.NATRouter("gw", lan, inet, lab.NATConfig{UPnP: true})
+		gw.WAN.Delay(20 * time.Millisecond) // 40 ms more on every round trip outside
+		h := l.Host("h", lan)
+		h.DefaultVia(gw.Host)
+		server := l.Host("server", inet) // sees h's connections come from gw.External()
+		_ = server
+		// Other kinds: lab.NATConfig{} (port-restricted cone), lab.FullCone, lab.Symmetric.
 	}
 }

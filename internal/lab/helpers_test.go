@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -58,11 +59,21 @@ func echoOnce(t *testing.T, c net.Conn, msg string) {
 	}
 }
 
-// serveEcho echoes every connection ln accepts until ln closes; the returned channel
-// reports each connection's remote address.
+// serveEcho echoes every connection ln accepts until ln closes, and then closes them
+// all, so that none waits for a peer whose lab is gone; the returned channel reports
+// each connection's remote address.
 func serveEcho(ln net.Listener) <-chan net.Addr {
 	from := make(chan net.Addr, 16)
 	go func() {
+		var mu sync.Mutex // guards conns
+		conns := map[net.Conn]bool{}
+		defer func() {
+			mu.Lock()
+			defer mu.Unlock()
+			for c := range conns {
+				c.Close()
+			}
+		}()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -72,8 +83,16 @@ func serveEcho(ln net.Listener) <-chan net.Addr {
 			case from <- c.RemoteAddr():
 			default:
 			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
 			go func() {
-				defer c.Close()
+				defer func() {
+					mu.Lock()
+					delete(conns, c)
+					mu.Unlock()
+					c.Close()
+				}()
 				_, _ = io.Copy(c, c)
 			}()
 		}

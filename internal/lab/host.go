@@ -32,6 +32,8 @@ type Link struct {
 	Addr    netip.Addr // IPv4, in Segment.Prefix()
 	Addr6   netip.Addr // IPv6, in Segment.Prefix6()
 	port    string     // the bridge's end, in the segment's namespace
+
+	wire *Process // the delay line, if Delay was called; guarded by lab.mu
 }
 
 // Host returns a new host attached to the given segments in order (eth0 on the first).

@@ -22,6 +22,8 @@ type Lab struct {
 	namespaces []string   // created, in order; deleted in reverse
 	names      map[string]bool
 	lans, pubs int // segments of each kind handed out
+	routables  int
+	wires      int // delay lines (Link.Delay), for their namespaces' names
 	procs      []*Process
 	closed     bool
 }

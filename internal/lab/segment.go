@@ -61,6 +61,32 @@ func (l *Lab) Public(name string) *Segment {
 	return l.segment(name, publicV4[n-1], v6)
 }
 
+// routableV4 is the prefix of the n-th Routable segment: 100.128.n.0/24, just above the
+// shared address space of carrier-grade NATs (100.64.0.0/10). Unlike the documentation
+// ranges, miniupnpd accepts it as an external address; like every lab address, it is
+// reached only inside the lab's namespaces, which have no route out.
+func routableV4(n int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 128, byte(n), 0}), 24)
+}
+
+// Routable returns a new public segment with addresses outside every special-purpose
+// range: the n-th (from 1, at most 254) hands out 100.128.n.1, ... and
+// 2001:db8:100:n::1, .... It is for a router that runs miniupnpd (NATConfig.UPnP), which
+// refuses to map ports behind an external address in the documentation ranges of Public
+// segments, and for the hosts that reach such a router from outside.
+func (l *Lab) Routable(name string) *Segment {
+	l.t.Helper()
+	l.mu.Lock()
+	l.routables++
+	n := l.routables
+	l.mu.Unlock()
+	if n > 254 {
+		l.t.Fatalf("lab: %s: more than 254 routable segments", name)
+	}
+	v6 := netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0x01, 0x00, 6: byte(n >> 8), 7: byte(n)}), 64)
+	return l.segment(name, routableV4(n), v6)
+}
+
 func (l *Lab) segment(name string, v4, v6 netip.Prefix) *Segment {
 	l.t.Helper()
 	s := &Segment{lab: l, name: name, ns: l.newNamespace(name), v4: v4, v6: v6}
