@@ -20,6 +20,14 @@ import (
 // with one source group a single bucket, and one group at most TriedBucketsPerGroup
 // tried buckets. The address (not the peer) picks the slot, so one address claimed by
 // many peer IDs contends for one slot.
+//
+// The local and in-process groups are the exception in the new table: every LAN address
+// and every /memory/N is in one of them, so "one group, one bucket" would leave a node 32
+// slots for its whole LAN (a swarm of 50 in one process kept 26 of its peers). Their
+// addresses take the address itself in place of the group in the first hash, spreading
+// over the source's NewBucketsPerSource buckets: the source's own cap still holds, and
+// such addresses come only from peers on the same LAN, mDNS or identify (peer exchange
+// drops them from public peers).
 
 // table is a fixed array of slots, buckets*slots long, each empty or holding one entry.
 type table struct {
@@ -62,7 +70,11 @@ func itoa(v uint64) string { return string(binary.LittleEndian.AppendUint64(nil,
 // newPos returns e's index in the new table.
 func (b *Book) newPos(e *entry) int {
 	src := e.src.bucketGroup(e.group)
-	h1 := b.hash.sum("new1", string(e.group), string(src)) % uint64(b.cfg.NewBucketsPerSource)
+	spread := string(e.group)
+	if localGroup(e.group) {
+		spread = e.key
+	}
+	h1 := b.hash.sum("new1", spread, string(src)) % uint64(b.cfg.NewBucketsPerSource)
 	bucket := b.hash.sum("new2", string(src), itoa(h1)) % uint64(b.newT.buckets())
 	slot := b.hash.sum("newslot", itoa(bucket), e.key) % uint64(b.newT.perBucket)
 	return int(bucket)*b.newT.perBucket + int(slot)

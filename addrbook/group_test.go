@@ -1,6 +1,11 @@
 package addrbook
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+
+	ma "github.com/multiformats/go-multiaddr"
+)
 
 func TestGroupOf(t *testing.T) {
 	for _, tc := range []struct {
@@ -38,5 +43,32 @@ func TestGroupOf(t *testing.T) {
 	}
 	if got := GroupOf(nil); got != "other:" {
 		t.Errorf("GroupOf(nil) = %q", got)
+	}
+}
+
+// TestLocalAddrsSpread: the LAN and in-process groups are one group each, so their
+// addresses from one source spread over the source's buckets instead of sharing one
+// bucket: 200 of them from one source keep most of their places (one bucket of 32 slots
+// held at most 32), while a public /16 from one source still shares one bucket.
+func TestLocalAddrsSpread(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		addr     func(i int) ma.Multiaddr
+		min, max int
+	}{
+		{"memory", func(i int) ma.Multiaddr { return ma.StringCast(fmt.Sprintf("/memory/%d", 1000+i)) }, 120, 200},
+		{"lan", func(i int) ma.Multiaddr { return ma.StringCast(fmt.Sprintf("/ip4/10.0.%d.%d/tcp/1", i/250, 1+i%250)) }, 120, 200},
+		{"one /16", func(i int) ma.Multiaddr { return ip4(11, 1, i/250, 1+i%250) }, 1, 32},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBook(t, nil)
+			src := Source{Kind: SourceIdentify}
+			for i := range 200 {
+				b.Add(t0, peerN(i), []ma.Multiaddr{c.addr(i)}, src)
+			}
+			if n, _ := b.Len(); n < c.min || n > c.max {
+				t.Fatalf("%d of 200 addresses held, want %d to %d", n, c.min, c.max)
+			}
+		})
 	}
 }
