@@ -1,8 +1,11 @@
 package reach
 
 import (
+	"net"
 	"testing"
 	"time"
+
+	"github.com/tendril-p2p/tendril/transport"
 )
 
 // A public node and a node behind a NAT, each connected to two servers in different
@@ -77,5 +80,47 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A NAT that drops unsolicited connections: the candidate's port at the observed IP
+// accepts and never answers (a blackhole), so every dial-back runs to DialBackTimeout.
+// The node learns it is private one DialBackTimeout after its servers identified it.
+func TestPrivateBehindBlackhole(t *testing.T) {
+	s1 := newNode(t, nodeOpts{ip: "127.1.0.1"})
+	s2 := newNode(t, nodeOpts{ip: "127.2.0.1"})
+	b := newNode(t, nodeOpts{ip: "127.3.0.1"})
+	_, hostport, _, _ := transport.HostPort(b.addr.Transport)
+	_, port, _ := net.SplitHostPort(hostport)
+	hole, err := net.Listen("tcp", "127.0.0.1:"+port) // where the servers see b, at b's port
+	if err != nil {
+		t.Skipf("the blackhole's port is taken: %v", err)
+	}
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // accepted, never answered
+		}
+	}()
+	t.Cleanup(func() {
+		hole.Close()
+		<-done
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	start := time.Now()
+	b.dial(t, s1)
+	b.dial(t, s2)
+	took := waitState(t, b.r, Private, 2*DefaultDialBackTimeout)
+	t.Logf("private after %v (DialBackTimeout %v)", time.Since(start), DefaultDialBackTimeout)
+	if took < DefaultDialBackTimeout-time.Second/2 {
+		t.Fatalf("private after %v: before any dial-back could time out", took)
 	}
 }
