@@ -11,9 +11,10 @@ import (
 	"github.com/tendril-p2p/tendril/protocol"
 )
 
-// Polling: identify tells nothing when a peer's observation arrives, so while some
-// candidate is undecided (or none is known yet) the loop looks again every pollBusy; when
-// all are decided, every pollIdle (rechecks are due only every RecheckInterval).
+// Polling: identify tells nothing when a peer's observation arrives, so after anything
+// changed (a session, a candidate added, an answer) the loop looks again after pollBusy,
+// and then at waits that double up to pollIdle while looking finds nothing to do. Rechecks
+// are due only every RecheckInterval, so pollIdle is ample for them.
 const (
 	pollBusy = 100 * time.Millisecond
 	pollIdle = 5 * time.Second
@@ -25,7 +26,9 @@ func (r *Reach) run() {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	events := r.sub.C()
+	wait := pollBusy
 	for {
+		timer := false
 		select {
 		case <-r.ctx.Done():
 			return
@@ -35,14 +38,21 @@ func (r *Reach) run() {
 			}
 		case <-r.kick:
 		case <-t.C:
+			timer = true
 		}
-		t.Reset(r.step(r.now()))
+		switch active := r.step(r.now()); {
+		case active || !timer:
+			wait = pollBusy
+		default:
+			wait = min(2*wait, pollIdle)
+		}
+		t.Reset(wait)
 	}
 }
 
-// step refreshes the candidates, asks the servers that can tell something new, and
-// returns how long to wait before the next look.
-func (r *Reach) step(now time.Time) time.Duration {
+// step refreshes the candidates and asks the servers that can tell something new. It
+// reports whether it did anything: asked, or found the candidates changed.
+func (r *Reach) step(now time.Time) bool {
 	var listen []ma.Multiaddr
 	for _, a := range r.svc.Addrs() {
 		listen = append(listen, a.Transport)
@@ -53,13 +63,11 @@ func (r *Reach) step(now time.Time) time.Duration {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return pollIdle
+		return false
 	}
-	evs := r.refreshLocked(candidates(observed, listen, r.mapped, r.cfg.MaxAddrs), now)
+	evs, changed := r.refreshLocked(candidates(observed, listen, r.mapped, r.cfg.MaxAddrs), now)
 	var asks []ask
-	connected := make(map[*tendril.Session]bool, len(sessions))
 	for _, sess := range sessions {
-		connected[sess] = true
 		if a, ok := r.planLocked(sess, now); ok {
 			asks = append(asks, a)
 		}
@@ -69,22 +77,19 @@ func (r *Reach) step(now time.Time) time.Duration {
 			delete(r.servers, id)
 		}
 	}
-	wait := pollIdle
-	if len(sessions) > 0 && (len(r.addrs) == 0 || r.undecidedLocked()) {
-		wait = pollBusy
-	}
 	r.wg.Add(len(asks))
 	r.mu.Unlock()
 	r.emit(evs)
 	for _, a := range asks {
 		go r.ask(a)
 	}
-	return wait
+	return changed || len(asks) > 0
 }
 
 // refreshLocked makes the tracked addresses those of cands, keeping what is known of
-// those that stay, and returns the events of those removed.
-func (r *Reach) refreshLocked(cands []candidate, now time.Time) []Event {
+// those that stay; it returns the events of those removed, and whether the set changed.
+func (r *Reach) refreshLocked(cands []candidate, now time.Time) ([]Event, bool) {
+	changed := len(cands) != len(r.addrs)
 	old := r.addrs
 	r.addrs = make([]*addrState, 0, len(cands))
 	for _, c := range cands {
@@ -96,6 +101,7 @@ func (r *Reach) refreshLocked(cands []candidate, now time.Time) []Event {
 			}
 		}
 		if st == nil {
+			changed = true
 			ip, _ := ipOf(c.addr)
 			st = &addrState{ip: ip.String(), results: make(map[addrbook.Group]result), pending: make(map[addrbook.Group]struct{})}
 		}
@@ -108,17 +114,7 @@ func (r *Reach) refreshLocked(cands []candidate, now time.Time) []Event {
 			evs = append(evs, Event{Addr: a.addr, Prev: a.state, State: Unknown, Removed: true, Time: now})
 		}
 	}
-	return append(evs, r.overallLocked(now)...)
-}
-
-// undecidedLocked reports whether some candidate is Unknown.
-func (r *Reach) undecidedLocked() bool {
-	for _, a := range r.addrs {
-		if a.state == Unknown {
-			return true
-		}
-	}
-	return false
+	return append(evs, r.overallLocked(now)...), changed
 }
 
 // ask is one request to send: to sess, in group, about addrs.
