@@ -68,6 +68,26 @@ func Server(ctx context.Context, conn net.Conn, cfg *Config) (*Conn, error) {
 	return handshake(ctx, conn, cfg, false)
 }
 
+// Probe runs the dialer's side of the handshake on conn until the listener has proven
+// its identity (its signature over the transcript, and cfg.ExpectedPeer if set, checked
+// as Client checks them), then closes conn without sending the dialer's own identity, and
+// returns the listener's key. It tells whether the peer expected is really there (a
+// reachability check, say) without revealing who asks and without leaving a session
+// behind: the listener's handshake fails (it reads the end of the connection where the
+// dialer's identity was due). Errors are those of Client.
+func Probe(ctx context.Context, conn net.Conn, cfg *Config) (*PublicKey, error) {
+	c, err := handshakeMode(ctx, conn, cfg, true, true)
+	if err != nil {
+		return nil, err
+	}
+	pub := c.remotePub
+	c.conn.Close()
+	c.in.drop()
+	c.in.wipe()
+	c.out.wipe()
+	return pub, nil
+}
+
 // handshakeState carries one handshake from the first hello to the
 // traffic keys.
 type handshakeState struct {
@@ -93,6 +113,8 @@ type handshakeState struct {
 
 	ch clientHello // the listener's parsed ClientHello (aliases the read buffer)
 	sh serverHello // the dialer's parsed ServerHello (same)
+
+	probe bool // a dialer that stops once the listener is verified (Probe)
 }
 
 func (hs *handshakeState) role() string {
@@ -103,7 +125,11 @@ func (hs *handshakeState) role() string {
 }
 
 func handshake(ctx context.Context, conn net.Conn, cfg *Config, dialer bool) (*Conn, error) {
-	hs := &handshakeState{ctx: ctx, dialer: dialer}
+	return handshakeMode(ctx, conn, cfg, dialer, false)
+}
+
+func handshakeMode(ctx context.Context, conn net.Conn, cfg *Config, dialer, probe bool) (*Conn, error) {
+	hs := &handshakeState{ctx: ctx, dialer: dialer, probe: probe}
 	if err := cfg.withDefaults(&hs.cfg); err != nil {
 		conn.Close()
 		return nil, err
@@ -173,7 +199,7 @@ func handshake(ctx context.Context, conn net.Conn, cfg *Config, dialer bool) (*C
 		}
 	}
 	c := hs.c
-	if rc.debugEnabled() {
+	if rc.debugEnabled() && !probe {
 		rc.logger.Debug("secio handshake complete", "role", hs.role(), "remote", conn.RemoteAddr(),
 			"peer", c.remote.String(), "kex", c.kex.String(), "suite", c.suite.String())
 	}
@@ -233,6 +259,10 @@ func (hs *handshakeState) runDialer() error {
 	}
 	if err := hs.readListenerAuth(); err != nil {
 		return err
+	}
+	if hs.probe {
+		hs.c.remotePub = hs.remotePub
+		return nil
 	}
 	if err := hs.sendDialerAuth(nil); err != nil {
 		return err
