@@ -34,8 +34,8 @@ type Relay struct {
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // circuits and their second pumps
-	once  sync.Once
-	stats relayCounters
+	once   sync.Once
+	stats  relayCounters
 }
 
 type relayCounters struct {
