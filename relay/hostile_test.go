@@ -244,7 +244,7 @@ func TestDataFlood(t *testing.T) {
 		buf := make([]byte, 64<<10)
 		var n int64
 		start := time.Now()
-		for time.Since(start) < 20*time.Second {
+		for time.Since(start) < 10*time.Second {
 			k, err := st.Write(buf)
 			n += int64(k)
 			if err != nil {
@@ -264,7 +264,11 @@ func TestDataFlood(t *testing.T) {
 		break
 	}
 	sent := <-flooded
-	<-sess.Done()
+	select {
+	case <-sess.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the flooding session still lives after %d bytes", sent)
+	}
 	if !errors.Is(sess.Err(), ErrCircuitBytes) {
 		t.Fatalf("the flooding dialer's session ended with %v, want ErrCircuitBytes", sess.Err())
 	}
@@ -403,4 +407,50 @@ func TestReservationFlood(t *testing.T) {
 	echo(t, sess, "reachable")
 	t.Logf("%d requests from %d identities in %v: %d granted (refreshes included), %v; relay holds %d reservations (cap %d)",
 		identities*each, identities, elapsed.Round(time.Millisecond), granted, refused, st.Reservations, maxRes)
+}
+
+// TestTargetMaxCircuits: the target's own bound holds whatever the relay allows: beyond
+// ClientConfig.MaxCircuits it refuses, and the dialer gets ErrResourceLimit.
+func TestTargetMaxCircuits(t *testing.T) {
+	tr := newTrio(t, RelayConfig{MaxCircuitsPerPeer: 100, RequestBurst: 100}, ClientConfig{MaxCircuits: 2})
+	var conns []*Conn
+	for i := range 2 {
+		c, err := DialConn(ctxT(t, 10*time.Second), tr.c.svc, tr.circuitToB())
+		if err != nil {
+			t.Fatalf("circuit %d: %v", i, err)
+		}
+		conns = append(conns, c)
+	}
+	waitFor(t, "B to count its circuits", func() bool { return tr.client.Stats().Circuits == 2 })
+	if _, err := DialConn(ctxT(t, 10*time.Second), tr.c.svc, tr.circuitToB()); !errors.Is(err, ErrResourceLimit) {
+		t.Fatalf("a third circuit: %v, want ErrResourceLimit from the target", err)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// TestRelayCloseIdleCircuit: Close returns even when a circuit's ends are silent (a dialer
+// that opened a circuit and sends nothing), and the end reads ErrRelayClosing.
+func TestRelayCloseIdleCircuit(t *testing.T) {
+	tr := newTrio(t, RelayConfig{}, ClientConfig{})
+	c, err := DialConn(ctxT(t, 10*time.Second), tr.c.svc, tr.circuitToB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	closed := make(chan struct{})
+	go func() {
+		tr.relay.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Relay.Close blocked by a silent circuit")
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, ErrRelayClosing) && !errors.Is(err, ErrCircuitClosed) {
+		t.Logf("the silent end read %v", err)
+	}
 }

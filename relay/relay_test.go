@@ -70,7 +70,10 @@ func TestNoReservation(t *testing.T) {
 	tr := newTrio(t, RelayConfig{}, ClientConfig{})
 	tr.res.Close()
 	other := newNode(t, tr.network, tendril.Config{})
-	_ = other
+	// Connected to the relay, but without a reservation.
+	if _, err := other.svc.Dial(ctxT(t, 10*time.Second), tr.a.addr); err != nil {
+		t.Fatal(err)
+	}
 	_, err := Dial(ctxT(t, 10*time.Second), tr.c.svc, Circuit{Relay: tr.a.addr, Target: other.svc.ID()})
 	if !errors.Is(err, ErrNoReservation) {
 		t.Fatalf("Dial to a peer without reservation: %v, want ErrNoReservation", err)

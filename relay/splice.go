@@ -50,14 +50,26 @@ func (c *circuit) stop(code CloseCode) {
 // interrupt wakes the pumps from their reads and gives their writes notifyGrace. Ends not
 // yet set (a circuit stopped while its target was being asked) are skipped: the Relay
 // interrupts again once it sets them.
+//
+// If a pump is still running notifyGrace later, its streams are reset: the pumps' end
+// then never waits on a deadline's wake-up alone (a blocked read on a hop stream was seen
+// to miss one; see the package's report), and Close always returns.
 func (c *circuit) interrupt() {
 	now := time.Now()
-	for _, e := range c.ends {
+	ends := c.ends // a copy: the Relay may set c.ends after a first interrupt
+	for _, e := range ends {
 		if e.st != nil {
 			e.st.SetReadDeadline(now)
 			e.st.SetWriteDeadline(now.Add(notifyGrace))
 		}
 	}
+	time.AfterFunc(notifyGrace, func() {
+		for _, e := range ends {
+			if e.st != nil {
+				resetConn(e.st)
+			}
+		}
+	})
 }
 
 // run splices the two ends (their deadlines cleared by the caller) until both directions are done or the circuit is stopped,
