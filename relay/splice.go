@@ -52,8 +52,9 @@ func (c *circuit) stop(code CloseCode) {
 // interrupts again once it sets them.
 //
 // If a pump is still running notifyGrace later, its streams are reset: the pumps' end
-// then never waits on a deadline's wake-up alone (a blocked read on a hop stream was seen
-// to miss one; see the package's report), and Close always returns.
+// never rests on a deadline's wake-up alone (a Read blocked on the dialer's hop stream,
+// a *mux.Stream, was seen to sleep through SetReadDeadline(now): TestRelayCloseIdleCircuit),
+// and Close always returns.
 func (c *circuit) interrupt() {
 	now := time.Now()
 	ends := c.ends // a copy: the Relay may set c.ends after a first interrupt
