@@ -472,6 +472,12 @@ func lingerClose(st *mux.Stream, linger time.Duration) {
 	}
 	_ = st.SetReadDeadline(time.Now().Add(linger))
 	if _, err := io.Copy(io.Discard, st); err != nil {
+		if errors.Is(err, mux.ErrStreamClosed) {
+			// The handler closed the stream itself: its end-of-stream may still be
+			// queued, and a reset now would drop it, leaving the peer waiting for an end
+			// that never comes. The stream is freed already.
+			return
+		}
 		st.Reset()
 		return
 	}

@@ -254,3 +254,29 @@ func TestRTTMeasured(t *testing.T) {
 	}
 	waitUntil(t, "an RTT", func() bool { return sess.RTT() > 0 && srv.Session(cli.ID()).RTT() > 0 })
 }
+
+// TestHandlerClosesStream: a raw handler that closes its stream after the peer half-closed
+// it and returns: the peer reads the end of the stream, not a stall. (The Service's
+// lingering close after the handler used to reset the closed stream, which dropped its
+// end-of-stream still queued: the peer never heard of the end.)
+func TestHandlerClosesStream(t *testing.T) {
+	served := Protocol{Name: "/closer", Versions: []string{"1"}, StreamHandler: StreamHandlerFunc(func(_ *Context, _ string, st net.Conn) {
+		io.ReadAll(st)
+		st.Write([]byte("bye"))
+		st.Close()
+	})}
+	srv := newService(t, Config{Protocols: []Protocol{served}})
+	cli := newService(t, Config{Protocols: []Protocol{{Name: "/closer", Versions: []string{"1"}}}})
+	sess := dial(t, cli, listen(t, srv))
+	st, _, err := sess.OpenStream(context.Background(), "/closer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.Write([]byte("hello"))
+	st.CloseWrite()
+	st.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := io.ReadAll(st); err != nil || string(b) != "bye" {
+		t.Fatalf("reading the handler's answer and end: %q, %v; want \"bye\" and the end of the stream", b, err)
+	}
+}
