@@ -16,7 +16,9 @@ require (
 )
 
 require (
+	github.com/huin/goupnp v1.3.1 // indirect
 	github.com/ipfs/go-cid v0.0.7 // indirect
+	github.com/jackpal/go-nat-pmp v1.1.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.6 // indirect
 	github.com/libp2p/go-buffer-pool v0.0.2 // indirect
 	github.com/libp2p/go-yamux/v5 v5.1.0 // indirect
@@ -27,5 +29,6 @@ require (
 	github.com/multiformats/go-varint v0.0.7 // indirect
 	github.com/spaolacci/murmur3 v1.1.0 // indirect
 	golang.org/x/exp v0.0.0-20230725012225-302865e7556b // indirect
+	golang.org/x/sync v0.22.0 // indirect
 	lukechampine.com/blake3 v1.2.1 // indirect
 )
