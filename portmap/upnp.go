@@ -139,6 +139,10 @@ func (b *upnpBackend) add(ctx context.Context, prev uint16) (netip.AddrPort, tim
 	if err != nil {
 		return netip.AddrPort{}, 0, err
 	}
+	// Known before mapping, unlike NAT-PMP's: ask for nothing that would be useless.
+	if _, err := checkExternal(ip); err != nil {
+		return netip.AddrPort{}, 0, err
+	}
 	want := prev
 	if want == 0 {
 		want = b.internal
