@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/coder/websocket v1.8.15
 	github.com/hashicorp/yamux v0.1.2
+	github.com/huin/goupnp v1.3.1
 	github.com/miekg/dns v1.1.73
 	github.com/mr-tron/base58 v1.2.0
 	github.com/multiformats/go-multiaddr v0.16.1
@@ -16,9 +17,7 @@ require (
 )
 
 require (
-	github.com/huin/goupnp v1.3.1 // indirect
 	github.com/ipfs/go-cid v0.0.7 // indirect
-	github.com/jackpal/go-nat-pmp v1.1.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.6 // indirect
 	github.com/libp2p/go-buffer-pool v0.0.2 // indirect
 	github.com/libp2p/go-yamux/v5 v5.1.0 // indirect
