@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,13 +22,14 @@ const (
 
 // httpNote records, for one request, why the pinned transport refused or cut it: goupnp
 // formats the errors it returns with %v, so the cause travels beside the call instead,
-// in the request's context.
+// in the request's context. The fields are atomic because the transport dials on a
+// goroutine of its own, which may still run when the request has returned.
 type httpNote struct {
-	untrusted bool
-	tooLarge  bool
-	timeout   bool
+	untrusted atomic.Bool
+	tooLarge  atomic.Bool
+	timeout   atomic.Bool
 	// unreachable: the connection failed (refused, no route) before any answer.
-	unreachable bool
+	unreachable atomic.Bool
 }
 
 type noteKey struct{}
@@ -47,13 +49,13 @@ func noteOf(ctx context.Context) *httpNote {
 // err turns a failed call into this package's error; call names what was attempted.
 func (n *httpNote) err(call string, err error) error {
 	switch {
-	case n.untrusted:
+	case n.untrusted.Load():
 		return fmt.Errorf("%w: upnp %s", ErrUntrustedGateway, call)
-	case n.tooLarge:
+	case n.tooLarge.Load():
 		return fmt.Errorf("%w: upnp %s", ErrTooLarge, call)
-	case n.timeout:
+	case n.timeout.Load():
 		return fmt.Errorf("%w: upnp %s", ErrTimeout, call)
-	case n.unreachable:
+	case n.unreachable.Load():
 		return fmt.Errorf("%w: upnp %s: %v", ErrUnreachable, call, err)
 	}
 	return fmt.Errorf("%w: upnp %s: %v", ErrBadResponse, call, err)
@@ -71,7 +73,7 @@ func (t *gatewayTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	note := noteOf(req.Context())
 	ip, err := netip.ParseAddr(req.URL.Hostname())
 	if err != nil || ip.Unmap() != t.host || req.URL.Scheme != "http" {
-		note.untrusted = true
+		note.untrusted.Store(true)
 		if req.Body != nil {
 			req.Body.Close()
 		}
@@ -80,9 +82,9 @@ func (t *gatewayTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		if isTimeout(err) {
-			note.timeout = true
-		} else if !note.untrusted {
-			note.unreachable = true
+			note.timeout.Store(true)
+		} else if !note.untrusted.Load() {
+			note.unreachable.Store(true)
 		}
 		return nil, err
 	}
@@ -109,7 +111,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 		var one [1]byte
 		n, err := b.rc.Read(one[:])
 		if n > 0 {
-			b.note.tooLarge = true
+			b.note.tooLarge.Store(true)
 			return 0, ErrTooLarge
 		}
 		return 0, err
@@ -120,7 +122,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	b.left -= int64(n)
 	if err != nil && err != io.EOF && isTimeout(err) {
-		b.note.timeout = true
+		b.note.timeout.Store(true)
 	}
 	return n, err
 }
@@ -138,7 +140,7 @@ func newGatewayClient(host netip.Addr, timeout time.Duration, maxBody int64) *ht
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			ap, err := netip.ParseAddrPort(addr)
 			if err != nil || ap.Addr().Unmap() != host {
-				noteOf(ctx).untrusted = true
+				noteOf(ctx).untrusted.Store(true)
 				return nil, fmt.Errorf("%w: dial %s", ErrUntrustedGateway, addr)
 			}
 			return dialer.DialContext(ctx, "tcp4", addr)
@@ -152,7 +154,7 @@ func newGatewayClient(host netip.Addr, timeout time.Duration, maxBody int64) *ht
 		Transport: &gatewayTransport{host: host, maxBody: maxBody, next: tr},
 		Timeout:   timeout,
 		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-			noteOf(req.Context()).untrusted = true
+			noteOf(req.Context()).untrusted.Store(true)
 			return fmt.Errorf("%w: redirect to %s", ErrUntrustedGateway, req.URL.Redacted())
 		},
 	}

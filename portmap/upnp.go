@@ -83,7 +83,7 @@ func (b *upnpBackend) call(ctx context.Context, name string, f func(context.Cont
 	if errors.As(err, &fault) {
 		return &GatewayError{Method: UPnP, Code: fault.Detail.UPnPError.Errorcode}
 	}
-	if ctx.Err() != nil && !note.timeout {
+	if ctx.Err() != nil && !note.timeout.Load() {
 		return ctx.Err()
 	}
 	return note.err(name, err)
@@ -264,7 +264,7 @@ func fetchDescription(ctx context.Context, timeout time.Duration, loc *url.URL, 
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		if ctx.Err() != nil && !note.timeout {
+		if ctx.Err() != nil && !note.timeout.Load() {
 			return nil, ctx.Err()
 		}
 		return nil, note.err("description", err)
