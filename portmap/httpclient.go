@@ -53,7 +53,7 @@ func (n *httpNote) err(call string, err error) error {
 		return fmt.Errorf("%w: upnp %s", ErrUntrustedGateway, call)
 	case n.tooLarge.Load():
 		return fmt.Errorf("%w: upnp %s", ErrTooLarge, call)
-	case n.timeout.Load():
+	case n.timeout.Load() || isTimeout(err):
 		return fmt.Errorf("%w: upnp %s", ErrTimeout, call)
 	case n.unreachable.Load():
 		return fmt.Errorf("%w: upnp %s: %v", ErrUnreachable, call, err)
