@@ -53,7 +53,7 @@ func (n *httpNote) err(call string, err error) error {
 		return fmt.Errorf("%w: upnp %s", ErrUntrustedGateway, call)
 	case n.tooLarge.Load():
 		return fmt.Errorf("%w: upnp %s", ErrTooLarge, call)
-	case n.timeout.Load() || isTimeout(err):
+	case n.timeout.Load():
 		return fmt.Errorf("%w: upnp %s", ErrTimeout, call)
 	case n.unreachable.Load():
 		return fmt.Errorf("%w: upnp %s: %v", ErrUnreachable, call, err)
@@ -81,14 +81,14 @@ func (t *gatewayTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
-		if isTimeout(err) {
+		if isTimeout(err) || pastDeadline(req.Context()) {
 			note.timeout.Store(true)
 		} else if !note.untrusted.Load() {
 			note.unreachable.Store(true)
 		}
 		return nil, err
 	}
-	resp.Body = &cappedBody{rc: resp.Body, left: t.maxBody, note: note}
+	resp.Body = &cappedBody{rc: resp.Body, left: t.maxBody, note: note, ctx: req.Context()}
 	return resp, nil
 }
 
@@ -97,12 +97,22 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
+// pastDeadline reports whether ctx's deadline has passed. http.Client enforces its
+// Timeout on a RoundTripper it does not know (ours) both through the request context's
+// deadline and by closing Request.Cancel; when the channel wins, the inner transport
+// reports a bare "request canceled" that is no timeout by its type, so the clock decides.
+func pastDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
 // cappedBody fails a read that would go past the cap, rather than truncating silently
 // (a truncated XML document could still decode).
 type cappedBody struct {
 	rc   io.ReadCloser
 	left int64
 	note *httpNote
+	ctx  context.Context // the request's, whose deadline the client's Timeout set
 }
 
 func (b *cappedBody) Read(p []byte) (int, error) {
@@ -121,7 +131,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	b.left -= int64(n)
-	if err != nil && err != io.EOF && isTimeout(err) {
+	if err != nil && err != io.EOF && (isTimeout(err) || pastDeadline(b.ctx)) {
 		b.note.timeout.Store(true)
 	}
 	return n, err
