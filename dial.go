@@ -15,10 +15,12 @@ import (
 // /p2p/ID, the handshake fails unless the peer proves that identity (secio.ErrPeerIDMismatch)
 // before this side reveals its own; an address without /p2p/ is not verified at all: the
 // session is with whoever answers at that address (Session.Peer says who). Set
-// Config.RequirePeerID to refuse such addresses (ErrInvalidAddr). If addr names a peer that already has a session, that session is
-// returned without dialling. Otherwise, when the handshake reveals a peer that already has
-// a session, both sides keep the same one of the two connections: the one dialled by the
-// peer with the smaller ID, or, if this node dialled both, the new one.
+// Config.RequirePeerID to refuse such addresses (ErrInvalidAddr). If addr names a peer that
+// already has a direct session, that session is returned without dialling (a relayed one
+// is not: the direct session replaces it, see Session.Relayed). Otherwise, when the
+// handshake reveals a peer that already has a session, both sides keep the same one of the
+// two connections: a direct one over a relayed one, then the one dialled by the peer with
+// the smaller ID, or, if this node dialled both, the new one.
 //
 // Dial returns once the protocols marked OpenOnConnect are open on both ends and this side's
 // Connected handlers for them have returned (a protocol that fails to open is reported as an
@@ -63,7 +65,7 @@ func (s *Service) dial(ctx context.Context, addr Addr, legacy bool) (*Session, e
 		if addr.Peer == s.id {
 			return nil, fmt.Errorf("tendril: dial %s: %w", addr, secio.ErrSelfDial)
 		}
-		if sess := s.Session(addr.Peer); sess != nil {
+		if sess := s.Session(addr.Peer); sess != nil && !sess.relayed {
 			return sess, nil
 		}
 	}

@@ -84,7 +84,8 @@ var (
 	// ErrInvalidConfig is wrapped by every error of Config.Validate.
 	ErrInvalidConfig = errors.New("tendril: invalid config")
 	// ErrDuplicateSession means the session was closed because another connection to the same
-	// peer was kept (see Service.Dial).
+	// peer was kept (see Service.Dial): a relayed session replaced by a direct one ends
+	// with it too, gracefully (see Session.Relayed).
 	ErrDuplicateSession = errors.New("tendril: duplicate session with peer closed")
 )
 

@@ -16,19 +16,20 @@ import (
 // Session is an established connection with one peer: a secure channel, a stream
 // multiplexer, and the protocol streams open on it.
 type Session struct {
-	svc    *Service
-	id     uint64
-	peer   secio.PeerID
-	pub    *secio.PublicKey
-	local  Addr
-	remote Addr
-	dir    Direction
-	secure bool
-	suite  aead.Suite
-	conn   *secio.Conn
-	rconn  *readErrConn // what the mux reads through: remembers why reading failed
-	mux    *mux.Session
-	opened time.Time
+	svc     *Service
+	id      uint64
+	peer    secio.PeerID
+	pub     *secio.PublicKey
+	local   Addr
+	remote  Addr
+	dir     Direction
+	relayed bool // the connection is carried by a third party (transport.IsRelayed)
+	secure  bool
+	suite   aead.Suite
+	conn    *secio.Conn
+	rconn   *readErrConn // what the mux reads through: remembers why reading failed
+	mux     *mux.Session
+	opened  time.Time
 
 	// ctx is cancelled as soon as this side ends the session (abort, a graceful close that
 	// settled, teardown, abortUnstarted): the OpenOnConnect opens and the keepalive ping run
@@ -110,6 +111,13 @@ func (s *Session) RemoteAddr() Addr { return s.remote }
 
 // LocalAddr returns the local address of the connection, with this node's peer ID.
 func (s *Session) LocalAddr() Addr { return s.local }
+
+// Relayed reports whether a third party carries the session's connection (a relay's
+// circuit: transport.IsRelayed). A direct session with the same peer replaces a relayed
+// one whichever side dialled it (see ErrDuplicateSession), and the relayed one is then
+// closed gracefully: its streams flush and end, while new streams and messages go to the
+// direct session.
+func (s *Session) Relayed() bool { return s.relayed }
 
 // Direction says who dialled.
 func (s *Session) Direction() Direction { return s.dir }

@@ -82,6 +82,7 @@ func (s *Service) setup(ctx context.Context, raw net.Conn, ad admitted, to Addr,
 	sess := newSession(s, sc, ms, dir, local, remote)
 	sess.rconn = rc
 	sess.adm = ad
+	sess.relayed = transport.IsRelayed(raw)
 	return s.register(sess)
 }
 
@@ -197,8 +198,16 @@ func (s *Service) register(sess *Session) (*Session, error) {
 	s.mu.Unlock()
 
 	if replaced != nil {
-		s.log.Debug("duplicate session replaced", "peer", sess.peer)
-		replaced.abort(ErrDuplicateSession)
+		s.log.Debug("duplicate session replaced", "peer", sess.peer, "relayed", replaced.relayed)
+		if replaced.relayed && !sess.relayed {
+			// An upgrade (a hole punch, a direct dial): what the relayed session carries
+			// may finish, while everything new goes to the direct one. Close is bounded
+			// by ShutdownTimeout, and by the Service's own Close.
+			replaced.setErr(ErrDuplicateSession)
+			go replaced.Close()
+		} else {
+			replaced.abort(ErrDuplicateSession)
+		}
 	}
 	sess.start()
 	if sess.dir == Inbound {
@@ -208,10 +217,14 @@ func (s *Service) register(sess *Session) (*Session, error) {
 }
 
 // keepNew decides between two sessions with the same peer so that both peers decide alike:
-// keep the one dialled by the peer with the smaller ID; if the same peer dialled both, keep
-// the newer one, since a peer redials only when it considers the old connection gone (it
-// restarted, or the old connection died without either side noticing yet).
+// a direct session over a relayed one (both ends see that a relay carries it); then the one
+// dialled by the peer with the smaller ID; if the same peer dialled both, the newer one,
+// since a peer redials only when it considers the old connection gone (it restarted, or
+// the old connection died without either side noticing yet).
 func (s *Service) keepNew(old, cur *Session) bool {
+	if old.relayed != cur.relayed {
+		return old.relayed
+	}
 	dialer := func(x *Session) secio.PeerID {
 		if x.dir == Outbound {
 			return s.id

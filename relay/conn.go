@@ -175,6 +175,10 @@ func (c *Conn) LocalMultiaddr() ma.Multiaddr { return c.local }
 // RemoteMultiaddr implements transport.Addressed: RELAYTRANSPORT/p2p-circuit.
 func (c *Conn) RemoteMultiaddr() ma.Multiaddr { return c.remote }
 
+// Relayed implements transport.Relayed: a Service prefers a direct session with the
+// peer to the one on this circuit.
+func (c *Conn) Relayed() bool { return true }
+
 // Relay returns the relay's peer ID.
 func (c *Conn) Relay() secio.PeerID { return c.relay }
 

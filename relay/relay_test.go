@@ -80,3 +80,67 @@ func TestNoReservation(t *testing.T) {
 	}
 	echo(t, tr.c.svc.Session(tr.a.svc.ID()), "still here")
 }
+
+// TestDirectReplacesRelayed: once two peers with a relayed session connect directly,
+// whichever of them dials, both keep the direct session (the duplicate rule's dialer-ID
+// tie-break would drop it for one of the two directions), and the relayed one ends
+// gracefully.
+func TestDirectReplacesRelayed(t *testing.T) {
+	for _, bDials := range []bool{false, true} {
+		t.Run(map[bool]string{false: "C dials", true: "B dials"}[bDials], func(t *testing.T) {
+			tr := newTrio(t, RelayConfig{}, ClientConfig{})
+			// B dialling directly must be the case the dialer-ID rule gets wrong: B's ID the
+			// larger, C (the relayed session's dialer) the smaller.
+			for bDials && tr.b.svc.ID().Compare(tr.c.svc.ID()) < 0 {
+				tr = newTrio(t, RelayConfig{}, ClientConfig{})
+			}
+			relayed, err := Dial(ctxT(t, 10*time.Second), tr.c.svc, tr.circuitToB())
+			if err != nil {
+				t.Fatalf("Dial: %v", err)
+			}
+			if !relayed.Relayed() {
+				t.Fatal("the circuit's session does not say it is relayed")
+			}
+			waitFor(t, "B's session with C", func() bool { return tr.b.svc.Session(tr.c.svc.ID()) != nil })
+			relayedAtB := tr.b.svc.Session(tr.c.svc.ID())
+			if !relayedAtB.Relayed() {
+				t.Fatalf("B's session with C: %v", relayedAtB)
+			}
+			dialer, target := tr.c, tr.b
+			if bDials {
+				dialer, target = tr.b, tr.c
+			}
+			direct, err := dialer.svc.Dial(ctxT(t, 10*time.Second),
+				tendril.Addr{Transport: target.addr.Transport, Peer: target.svc.ID()})
+			if err != nil {
+				t.Fatalf("direct Dial: %v", err)
+			}
+			if direct.Relayed() || direct == relayed || direct == relayedAtB {
+				t.Fatal("Dial returned the relayed session instead of dialling")
+			}
+			for _, end := range []struct {
+				name    string
+				n       *node
+				peer    *node
+				relayed *tendril.Session
+			}{{"C", tr.c, tr.b, relayed}, {"B", tr.b, tr.c, relayedAtB}} {
+				select {
+				case <-end.relayed.Done():
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s: the relayed session is still open", end.name)
+				}
+				// The end that registers the direct session second may hear the peer's
+				// graceful close of the relayed one first.
+				if err := end.relayed.Err(); !errors.Is(err, tendril.ErrDuplicateSession) && !errors.Is(err, tendril.ErrPeerClosed) {
+					t.Fatalf("%s: the relayed session ended with %v", end.name, err)
+				}
+				waitFor(t, end.name+"'s direct session", func() bool {
+					s := end.n.svc.Session(end.peer.svc.ID())
+					return s != nil && !s.Relayed()
+				})
+				kept := end.n.svc.Session(end.peer.svc.ID())
+				echo(t, kept, "direct from "+end.name)
+			}
+		})
+	}
+}

@@ -82,6 +82,19 @@ type Addressed interface {
 	RemoteMultiaddr() ma.Multiaddr
 }
 
+// Relayed is implemented by connections that a third party carries, such as a relay's
+// circuit (package relay): a Service prefers a direct session with a peer to one on such
+// a connection (see tendril.Session.Relayed).
+type Relayed interface {
+	Relayed() bool
+}
+
+// IsRelayed reports whether c says that a third party carries it.
+func IsRelayed(c net.Conn) bool {
+	r, ok := c.(Relayed)
+	return ok && r.Relayed()
+}
+
 // ErrUnsupported is wrapped by the errors of dialling or listening on an address that no
 // transport (or not the one asked) handles.
 var ErrUnsupported = errors.New("transport: no transport handles the address")
