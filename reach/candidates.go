@@ -119,3 +119,17 @@ func publicIP(a ma.Multiaddr) bool {
 	g := string(addrbook.GroupOf(a))
 	return strings.HasPrefix(g, "ip4:") || strings.HasPrefix(g, "ip6:")
 }
+
+// Candidates returns the addresses at which this node may be reachable directly, at most
+// limit, the likeliest first: each mapped address (a port mapping's), then each IP that
+// peers observe this node at (identify.ObservedAddrs) with the port of each listen address
+// of the same shape, then listen addresses on public IPs. It is what Reach has dialled
+// back, and what a hole punch tells the other end to dial (package holepunch).
+func Candidates(observed []identify.ObservedAddr, listen, mapped []ma.Multiaddr, limit int) []ma.Multiaddr {
+	cs := candidates(observed, listen, mapped, limit)
+	out := make([]ma.Multiaddr, len(cs))
+	for i, c := range cs {
+		out[i] = c.addr
+	}
+	return out
+}
