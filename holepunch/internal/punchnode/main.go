@@ -1,0 +1,161 @@
+// Command punchnode is a tendril node for the hole-punching lab tests (holepunch's
+// lab_test.go): a relay, a node that reserves a slot on one, or a node that dials through
+// one, each with identify and a Puncher, printing what happens as lines a test can wait
+// for. It only dials the addresses it is given, inside the lab.
+//
+//	punchnode -listen /ip4/0.0.0.0/tcp/0 -relay                       a relay
+//	punchnode -listen ... -reserve /ip4/R/tcp/N/p2p/ID                 prints CIRCUIT <addr>
+//	punchnode -listen ... -bootstrap /ip4/R/tcp/N/p2p/ID -dial CIRCUIT prints RESULT ...
+//
+// Every node prints "LISTENING <addr>" first. A dialling node prints, once its relayed
+// session is up, "RELAYED", then within -wait either "RESULT direct took=<d>" or
+// "RESULT relayed <report>", and exits.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/tendril-p2p/tendril"
+	"github.com/tendril-p2p/tendril/holepunch"
+	"github.com/tendril-p2p/tendril/identify"
+	"github.com/tendril-p2p/tendril/relay"
+	"github.com/tendril-p2p/tendril/secio"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "punchnode:", err)
+		os.Exit(1)
+	}
+}
+
+// anyButLoopback is what the lab's nodes may dial and tell: every address of the lab
+// (its "public" side uses documentation and 100.128/16 ranges, which the default refuses).
+func anyButLoopback(a ma.Multiaddr) bool {
+	if len(a) == 0 {
+		return false
+	}
+	v := a[0].Value()
+	return v != "127.0.0.1" && v != "::1"
+}
+
+func run() error {
+	listen := flag.String("listen", "/ip4/0.0.0.0/tcp/0", "address to listen on")
+	isRelay := flag.Bool("relay", false, "serve as a relay")
+	reserve := flag.String("reserve", "", "relay to reserve a slot on")
+	bootstrap := flag.String("bootstrap", "", "peer to connect to first (identify tells how it sees this node)")
+	dial := flag.String("dial", "", "circuit address to dial")
+	wait := flag.Duration("wait", 30*time.Second, "how long a dialling node waits for a direct session")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	key, err := secio.GenerateKey()
+	if err != nil {
+		return err
+	}
+	svc, err := tendril.New(tendril.Config{PrivateKey: key})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	id, err := identify.New(svc, identify.Config{PrivateKey: key, Public: anyButLoopback})
+	if err != nil {
+		return err
+	}
+	defer id.Close()
+	addr, err := svc.Listen(ctx, tendril.MustParseAddr(*listen))
+	if err != nil {
+		return err
+	}
+	addr.Peer = svc.ID()
+	fmt.Println("LISTENING", addr)
+	p, err := holepunch.New(svc, id, holepunch.Config{Allow: anyButLoopback})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+
+	switch {
+	case *isRelay:
+		r, err := relay.NewRelay(svc, relay.RelayConfig{})
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+	case *reserve != "":
+		cl, err := relay.NewClient(svc, relay.ClientConfig{})
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ra, err := tendril.ParseAddr(*reserve)
+		if err != nil {
+			return err
+		}
+		res, err := cl.Reserve(ctx, ra)
+		if err != nil {
+			return err
+		}
+		fmt.Println("CIRCUIT", res.Addr())
+	}
+	if *bootstrap != "" {
+		ba, err := tendril.ParseAddr(*bootstrap)
+		if err != nil {
+			return err
+		}
+		if _, err := svc.Dial(ctx, ba); err != nil {
+			return err
+		}
+		// The dial-back candidates come from identify: wait until the peer has said how it
+		// sees this node.
+		for len(id.ObservedAddrs()) == 0 {
+			select {
+			case <-time.After(5 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	if *dial == "" {
+		<-ctx.Done()
+		for _, r := range p.Report() {
+			fmt.Println("REPORT", r.Peer, r)
+		}
+		return nil
+	}
+	c, err := relay.ParseCircuit(*dial)
+	if err != nil {
+		return err
+	}
+	sess, err := relay.Dial(ctx, svc, c)
+	if err != nil {
+		return err
+	}
+	fmt.Println("RELAYED")
+	deadline := time.After(*wait)
+	for {
+		if s := svc.Session(c.Target); s != nil && !s.Relayed() {
+			fmt.Printf("RESULT direct took=%s\n", s.OpenedAt().Sub(sess.OpenedAt()).Round(100*time.Microsecond))
+			return nil
+		}
+		select {
+		case <-time.After(2 * time.Millisecond):
+			continue
+		case <-deadline:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		r, _ := p.PeerReport(c.Target)
+		fmt.Println("RESULT relayed", r)
+		return nil
+	}
+}
