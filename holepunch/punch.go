@@ -58,7 +58,7 @@ type Puncher struct {
 	closed  bool                         // guarded by mu
 
 	stats struct {
-		attempts, punched, failed, served, refused atomic.Uint64
+		attempts, punched, failed, served, refused, dials atomic.Uint64
 	}
 }
 
@@ -409,6 +409,7 @@ func (p *Puncher) dialOne(ctx context.Context, peer secio.PeerID, a ma.Multiaddr
 	var conn net.Conn
 	var err error
 	for {
+		p.stats.dials.Add(1)
 		conn, err = p.tcp.DialFrom(ctx, from, a)
 		// A NAT or host that answers the first SYN with a reset: try again while the
 		// attempt lasts, so that a socket here is connecting when the other end's arrives.

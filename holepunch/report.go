@@ -121,6 +121,7 @@ type Stats struct {
 	Failed   uint64 // punches it initiated that ended relayed after every attempt
 	Served   uint64 // attempts it answered
 	Refused  uint64 // requests it refused: not relayed, over the limits, busy
+	Dials    uint64 // connection attempts it made, in both roles
 }
 
 // Stats returns the counters.
@@ -131,6 +132,7 @@ func (p *Puncher) Stats() Stats {
 		Failed:   p.stats.failed.Load(),
 		Served:   p.stats.served.Load(),
 		Refused:  p.stats.refused.Load(),
+		Dials:    p.stats.dials.Load(),
 	}
 }
 
