@@ -1,10 +1,13 @@
 package connmgr
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/tendril-p2p/tendril"
 )
 
 // Config shapes a Manager. A zero field takes its default (DefaultConfig); New copies
@@ -43,6 +46,10 @@ type Config struct {
 	// DialTimeout bounds one dial: connect, handshake and the protocols opened on
 	// connect (default 30 s).
 	DialTimeout time.Duration
+	// Dial connects to a book address (nil: the Service's Dial). A node that reaches
+	// peers at relay circuit addresses sets one that dials those through the relay
+	// (package node does, with relay.Dial); it must return the session with addr.Peer.
+	Dial func(ctx context.Context, addr tendril.Addr) (*tendril.Session, error)
 	// Interval is how often the Manager checks its sessions when nothing wakes it
 	// (default 1 s). A session closing, a dial ending, Refresh and KeepConnected wake it
 	// at once, and it wakes when the next backoff ends.

@@ -384,7 +384,11 @@ func (m *Manager) startDialLocked(now time.Time, peer secio.PeerID, ch choice, k
 	go func() {
 		defer m.wg.Done()
 		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.DialTimeout)
-		sess, err := m.svc.Dial(ctx, tendril.Addr{Transport: ch.addr, Peer: peer})
+		dial := m.svc.Dial
+		if m.cfg.Dial != nil {
+			dial = m.cfg.Dial
+		}
+		sess, err := dial(ctx, tendril.Addr{Transport: ch.addr, Peer: peer})
 		cancel()
 		m.finish(peer, d, sess, err)
 		m.wakeUp()

@@ -363,3 +363,33 @@ func TestPrune(t *testing.T) {
 		return a.mgr.state.peers.m[dead.id] == nil
 	})
 }
+
+// TestDialHook: the Manager dials book addresses through Config.Dial when one is set (a
+// node routes relay circuits through it), and keeps the session the hook returns.
+func TestDialHook(t *testing.T) {
+	network := memory.NewNetwork(memory.NetworkConfig{})
+	var mu sync.Mutex
+	var asked []tendril.Addr
+	a := newNode(t, network, 1, Config{})
+	b := newNode(t, network, 2, Config{})
+	// The book holds an address no transport dials; the hook knows where the peer is.
+	alias := ma.StringCast("/memory/777")
+	a.book.Add(time.Now(), b.id, []ma.Multiaddr{alias}, addrbook.Source{Kind: addrbook.SourceBootstrap})
+	a.cfg.Dial = func(ctx context.Context, addr tendril.Addr) (*tendril.Session, error) {
+		mu.Lock()
+		asked = append(asked, addr)
+		mu.Unlock()
+		if !addr.Transport.Equal(alias) {
+			return nil, errors.New("unexpected address")
+		}
+		return a.svc.Dial(ctx, tendril.Addr{Transport: b.listen, Peer: addr.Peer})
+	}
+	b.start()
+	a.start()
+	waitFor(t, 10*time.Second, "a's session with b", func() bool { return a.svc.Session(b.id) != nil })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) == 0 || asked[0].Peer != b.id {
+		t.Fatalf("the hook was asked %v", asked)
+	}
+}
