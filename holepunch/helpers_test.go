@@ -86,6 +86,9 @@ func newTrio(t testing.TB) *trio {
 	if _, err := tr.c.svc.Dial(ctxT(t, 10*time.Second), tr.a.addr); err != nil {
 		t.Fatal(err)
 	}
+	for _, n := range []*node{tr.b, tr.c} {
+		waitFor(t, "identify's observed address", 10*time.Second, func() bool { return len(n.id.ObservedAddrs()) > 0 })
+	}
 	return tr
 }
 

@@ -210,8 +210,9 @@ func (p *Puncher) initiate(s *tendril.Session) {
 			return
 		}
 		p.log.Debug("hole punch failed", "peer", peer, "attempt", attempt, "err", err)
-		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrNoAddrs) || errors.Is(err, ErrMalformed) ||
-			errors.Is(err, ErrClosed) || s.Err() != nil {
+		// No address yet (identify has not told an end how it is seen) may change by the
+		// next attempt; a peer without the protocol, or one that speaks it wrong, will not.
+		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrClosed) || s.Err() != nil {
 			break
 		}
 		select { // the next attempt after a pause that grows

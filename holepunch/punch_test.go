@@ -1,8 +1,11 @@
 package holepunch
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/tendril-p2p/tendril/relay"
 )
@@ -46,4 +49,30 @@ func TestPunchOverLoopback(t *testing.T) {
 		t.Fatalf("C's stats %+v", st)
 	}
 	t.Logf("B: %s (relayed RTT %s)", r, r.RelayedRTT)
+}
+
+// TestRetriesUntilAddrs: an end that knows no address of its own yet (identify has not
+// told it how it is seen) answers with none; the initiator tries again, and the second
+// attempt punches.
+func TestRetriesUntilAddrs(t *testing.T) {
+	tr := newTrio(t)
+	pb := newPuncher(t, tr.b, Config{})
+	var calls atomic.Int32
+	newPuncher(t, tr.c, Config{Addrs: func() []ma.Multiaddr {
+		if calls.Add(1) == 1 {
+			return nil
+		}
+		return []ma.Multiaddr{tr.c.addr.Transport}
+	}})
+	if _, err := relay.Dial(ctxT(t, 10*time.Second), tr.c.svc, tr.res.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "B's direct session with C", 15*time.Second, func() bool { return direct(tr.b, tr.c.svc.ID()) })
+	waitFor(t, "B's report", 5*time.Second, func() bool {
+		r, ok := pb.PeerReport(tr.c.svc.ID())
+		return ok && r.Punched
+	})
+	if r, _ := pb.PeerReport(tr.c.svc.ID()); r.Attempts != 2 {
+		t.Fatalf("B's report: %+v, want 2 attempts", r)
+	}
 }
