@@ -146,3 +146,17 @@ func TestAttemptLimit(t *testing.T) {
 	}
 	_ = tr
 }
+
+// TestBusyRefused: with every slot taken, a request is refused unread rather than queued.
+func TestBusyRefused(t *testing.T) {
+	_, s, victim := attackerOn(t, Config{MaxConcurrent: 1})
+	victim.slot <- struct{}{} // the one slot, as a punch in flight would hold it
+	defer func() { <-victim.slot }()
+	got := exchange(t, s, appendConnect(nil, connectMsg{addrs: []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/1")}}, 8), appendMsg(nil, []byte{msgSync}))
+	if len(got) != 0 {
+		t.Fatalf("a busy node answered %d bytes", len(got))
+	}
+	if st := victim.Stats(); st.Served != 0 || st.Dials != 0 || st.Refused == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
