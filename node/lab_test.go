@@ -68,8 +68,10 @@ func labGroup(m ma.Multiaddr) addrbook.Group {
 //	                                            after "peers 2" (or "-" before it)
 //	addr ADDR STATE SOURCE                      an address's state changed
 //	mapped MAPPING                              the port mapping changed
+//	own record SEQ [ADDR ...]                   this node's record changed
 //	| LINE                                      the report, on "report"; then "end report"
-//	record PEER ADDR...                         on "record PEER": the book's record of PEER
+//	record PEER ADDR...                         on "record PEER": the record PEER last sent
+//	                                            this node (identify)
 //	dial ADDR failed: ERR                       a dial that failed
 //	closed in DURATION                          after "close" or SIGTERM; then it exits 0
 //
@@ -153,6 +155,7 @@ func runLabNode(arg string) int {
 		state := reach.Unknown
 		addrs := map[string]string{}
 		var mapped portmap.Mapping
+		var own string
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -160,6 +163,10 @@ func runLabNode(arg string) int {
 			case <-stop:
 				return
 			case <-tick.C:
+			}
+			if rec := n.Identify().Record(); rec != nil && fmt.Sprint(rec.Addrs()) != own {
+				own = fmt.Sprint(rec.Addrs())
+				say("own record %d %s", rec.Seq(), own)
 			}
 			rep := n.Reachability()
 			for _, a := range rep.Addrs {
@@ -213,8 +220,8 @@ func runLabNode(arg string) int {
 			case "record":
 				var addrs []string
 				if id, err := secio.ParsePeerID(arg); err == nil {
-					if rec := n.Book().Record(id); rec != nil {
-						for _, a := range rec.Addrs() {
+					if info, ok := n.Identify().Info(id); ok {
+						for _, a := range info.Record.Addrs() {
 							addrs = append(addrs, a.String())
 						}
 					}
@@ -268,7 +275,8 @@ func startLabNode(ctx context.Context, t *testing.T, h *lab.Host, c labNodeConfi
 	return &labNode{p: p, addr: m[1], id: m[2]}
 }
 
-// wait waits for a line matching re and returns its submatches.
+// wait waits for a line matching re after the last one wait (or report) returned, and
+// returns its submatches: for the answers to commands, which come in order.
 func (n *labNode) wait(ctx context.Context, t *testing.T, re string) []string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
@@ -279,13 +287,45 @@ func (n *labNode) wait(ctx context.Context, t *testing.T, re string) []string {
 	return rx.FindStringSubmatch(line)
 }
 
+// find waits for a line matching re anywhere in the output, and returns the first one's
+// submatches: for what the node reports as it happens, in whatever order (a mapping and
+// the dial-backs it lets through can be seen in one look).
+func (n *labNode) find(ctx context.Context, t *testing.T, re string) []string {
+	t.Helper()
+	m, _ := n.findAt(ctx, t, re)
+	return m
+}
+
+// findAt is find, and also returns when the line was printed.
+func (n *labNode) findAt(ctx context.Context, t *testing.T, re string) ([]string, time.Time) {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	for exited := false; ; {
+		for _, ln := range n.p.Lines() {
+			if m := rx.FindStringSubmatch(ln.Text); m != nil {
+				return m, ln.At
+			}
+		}
+		if exited { // every line was in before Done closed
+			t.Fatalf("%s exited without a line matching %q", n.p, re)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s printed no line matching %q: %v", n.p, re, ctx.Err())
+		case <-n.p.Done():
+			exited = true
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // reachedIn waits for the node's reachability to become state and returns how long
 // after its second peer that was.
 func (n *labNode) reachedIn(ctx context.Context, t *testing.T, state reach.State) time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 6*reachBound) // a failure sooner than the test's end
 	defer cancel()
-	m := n.wait(ctx, t, `^reach `+state.String()+` (\S+)$`)
+	m := n.find(ctx, t, `^reach `+state.String()+` (\S+)$`)
 	d, err := time.ParseDuration(m[1])
 	if err != nil {
 		t.Fatalf("%s: reach %s before two peers were connected (%s)", n.p, state, m[1])
@@ -394,7 +434,7 @@ func TestLabReachability(t *testing.T) {
 
 	a := startLabNode(ctx, t, ha, labNodeConfig{Listen: listenOn(ha, w.inet1)})
 	p2 := startLabNode(ctx, t, hp2, labNodeConfig{Listen: listenOn(hp2, w.inet2), Dial: []string{a.addr}})
-	p2.wait(ctx, t, `^session `+a.id+` outbound`)
+	p2.find(ctx, t, `^session `+a.id+` outbound`)
 	b := startLabNode(ctx, t, hb, labNodeConfig{Listen: "/ip4/0.0.0.0/tcp/4001", Dial: []string{a.addr, p2.addr}})
 
 	tb := b.reachedIn(ctx, t, reach.Private)
@@ -437,11 +477,11 @@ func TestLabPortMapping(t *testing.T) {
 
 			s1 := startLabNode(ctx, t, hs1, labNodeConfig{Listen: listenOn(hs1, w.inet1)})
 			s2 := startLabNode(ctx, t, hs2, labNodeConfig{Listen: listenOn(hs2, w.inet2), Dial: []string{s1.addr}})
-			s2.wait(ctx, t, `^session `+s1.id+` outbound`)
+			s2.find(ctx, t, `^session `+s1.id+` outbound`)
 			start := time.Now()
 			b := startLabNode(ctx, t, hb, labNodeConfig{Listen: "/ip4/0.0.0.0/tcp/4001", PortMap: method, Dial: []string{s1.addr, s2.addr}})
-			m := b.wait(ctx, t, `^mapped (\S+) tcp 4001 -> (\S+) via (\S+)`)
-			mappedAfter := time.Since(start)
+			m, at := b.findAt(ctx, t, `^mapped (\S+) tcp 4001 -> (\S+) via (\S+)`)
+			mappedAfter := at.Sub(start)
 			if m[1] != method || m[2] != ext.String() || m[3] != w.nat.Gateway().String() {
 				t.Fatalf("B's mapping %q, want %s to %v via %v", m[0], method, ext, w.nat.Gateway())
 			}
@@ -454,8 +494,11 @@ func TestLabPortMapping(t *testing.T) {
 				t.Errorf("B's report does not show %s public by dial-back, with its mapping's lease", extAddr)
 			}
 
-			// What B advertises to public peers, as s1's book has it (identify pushed it when
-			// the mapping was confirmed): the mapped address, not B's LAN address.
+			// What B advertises to public peers, as s1 received it (identify pushed it when
+			// the mapping was confirmed): the mapped address, not B's LAN address. (Not as
+			// s1's book has it: every lab address is in one /16, so the book's new table
+			// puts them all in one bucket, where an address whose slot holds another live
+			// one is refused, as Bitcoin Core's addrman does.)
 			var rec []string
 			waitFor(ctx, t, "B's record at s1 to list "+extAddr, 10*time.Second, func() bool {
 				if _, err := io.WriteString(s1.p.Stdin, "record "+b.id+"\n"); err != nil {
@@ -474,16 +517,17 @@ func TestLabPortMapping(t *testing.T) {
 			if _, err := io.WriteString(a.p.Stdin, "dial "+extAddr+"/p2p/"+b.id+"\n"); err != nil {
 				t.Fatal(err)
 			}
-			if m := a.wait(ctx, t, `^(session `+b.id+` outbound `+regexp.QuoteMeta(extAddr)+`|dial .* failed: .*)$`); strings.HasPrefix(m[0], "dial") {
+			m, at = a.findAt(ctx, t, `^(session `+b.id+` outbound `+regexp.QuoteMeta(extAddr)+`|dial .* failed: .*)$`)
+			if strings.HasPrefix(m[0], "dial") {
 				t.Fatalf("A: %s", m[0])
 			}
-			b.wait(ctx, t, `^session `+a.id+` inbound /ip4/`+regexp.QuoteMeta(ha.Addr(w.inet2).String())+`/tcp/`)
-			t.Logf("A dialled B at %s in %v", extAddr, time.Since(dialled).Round(time.Millisecond))
+			b.find(ctx, t, `^session `+a.id+` inbound /ip4/`+regexp.QuoteMeta(ha.Addr(w.inet2).String())+`/tcp/`)
+			t.Logf("A dialled B at %s in %v", extAddr, at.Sub(dialled).Round(time.Millisecond))
 
 			if _, err := io.WriteString(b.p.Stdin, "close\n"); err != nil {
 				t.Fatal(err)
 			}
-			closed := b.wait(ctx, t, `^closed in (\S+)$`)
+			closed := b.find(ctx, t, `^closed in (\S+)$`)
 			t.Logf("B closed in %s", closed[1])
 			if err := b.p.Wait(ctx); err != nil {
 				t.Fatalf("B: %v", err)

@@ -120,6 +120,9 @@ func (n *Node) startNAT(ctx context.Context) error {
 			return fmt.Errorf("node: port mapping %d: %w", port, err)
 		}
 	}
+	if len(ports) == 0 {
+		n.log.Warn("port mapping: no IPv4 TCP listener on an unspecified or private address to map")
+	}
 	return nil
 }
 

@@ -1,8 +1,9 @@
 // Package node assembles a batteries-included tendril node: a Service with identify, an
 // address book kept in a file, peer exchange, mDNS on the LAN, a manager that keeps
-// outbound sessions up, reachability checks and port mapping (nat.go). It is the one place that wires those packages together. Each of
-// them runs on the Service's public API alone (Subscribe, AddProtocol, Dial, Sessions), so
-// an application that wants another mix wires its own the way this package does.
+// outbound sessions up, reachability checks and port mapping (nat.go). It is the one place
+// that wires those packages together. Each of them runs on the Service's public API alone
+// (Subscribe, AddProtocol, Dial, Sessions), so an application that wants another mix wires
+// its own the way this package does.
 //
 // How information flows: identify hands each peer's signed record to the book (and tells
 // the manager that the peer has fresh addresses); peer exchange asks connected peers for
