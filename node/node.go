@@ -1,8 +1,9 @@
 // Package node assembles a batteries-included tendril node: a Service with identify, an
-// address book kept in a file, peer exchange, mDNS on the LAN, and a manager that keeps
-// outbound sessions up. It is the one place that wires those packages together. Each of
-// them runs on the Service's public API alone (Subscribe, AddProtocol, Dial, Sessions), so
-// an application that wants another mix wires its own the way this package does.
+// address book kept in a file, peer exchange, mDNS on the LAN, a manager that keeps
+// outbound sessions up, reachability checks and port mapping (nat.go). It is the one place
+// that wires those packages together. Each of them runs on the Service's public API alone
+// (Subscribe, AddProtocol, Dial, Sessions), so an application that wants another mix wires
+// its own the way this package does.
 //
 // How information flows: identify hands each peer's signed record to the book (and tells
 // the manager that the peer has fresh addresses); peer exchange asks connected peers for
@@ -32,6 +33,8 @@ import (
 	"github.com/tendril-p2p/tendril/mdns"
 	"github.com/tendril-p2p/tendril/peerrecord"
 	"github.com/tendril-p2p/tendril/pex"
+	"github.com/tendril-p2p/tendril/portmap"
+	"github.com/tendril-p2p/tendril/reach"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -92,12 +95,35 @@ type Config struct {
 	// MDNSConfig tunes mDNS; its Payload, Port and OnFound are the Node's.
 	MDNSConfig mdns.Config
 
+	// Reach configures reachability: connected peers dial this node back to tell, address
+	// by address, whether it can be reached, and it does the same for them within reach's
+	// limits (only at the asker's own IP, rate-limited). On by default, as a node should
+	// know whether it is reachable before it tells anyone where to dial it, and serving
+	// costs a bounded trickle of dials; DisableReach turns it off. Its Logger defaults to
+	// the Node's; a test lab whose peers share an address group sets Group.
+	Reach reach.Config
+	// DisableReach turns reachability off: nothing is confirmed, so no mapped or observed
+	// address is advertised, and Reachability reports Unknown.
+	DisableReach bool
+
+	// PortMap maps the node's IPv4 TCP listen ports on the LAN's NAT gateway (NAT-PMP,
+	// then UPnP IGD: package portmap), renews the leases and removes the mappings at
+	// Close. Off by default, as in go-libp2p (NATPortMap) and tentacle: opening a port in
+	// the user's router is the user's decision, and a library should not talk to the LAN's
+	// gateway unless asked. A mapping becomes a reach candidate and is advertised only once
+	// dial-backs confirm it (so never with DisableReach).
+	PortMap bool
+	// PortMapConfig tunes the mappers; its InternalPort, Protocol and OnChange are the
+	// Node's, its Logger defaults to the Node's. Its RequestTimeout (default
+	// portmap.DefaultRequestTimeout) also bounds the removal of the mappings at Close.
+	PortMapConfig portmap.Config
+
 	// Logger receives the Node's logs and is passed on to the parts. Nil: silent.
 	Logger *slog.Logger
 }
 
-// Node is a Service with identify, an address book, peer exchange, mDNS and a connection
-// manager wired together.
+// Node is a Service with identify, an address book, peer exchange, mDNS, a connection
+// manager, reachability and port mapping wired together.
 type Node struct {
 	cfg  Config
 	svc  *tendril.Service
@@ -111,6 +137,8 @@ type Node struct {
 	// manager is conn, published for Admission.Protect, which the Service may call before
 	// New has finished.
 	manager atomic.Pointer[connmgr.Manager]
+
+	nat natState // reachability and port mapping: nat.go
 
 	mu         sync.Mutex // guards mdns, mdnsRecord, started, closed
 	mdns       *mdns.Service
@@ -176,6 +204,7 @@ func New(cfg Config) (*Node, error) {
 		PrivateKey: key,
 		Agent:      cfg.Agent,
 		Public:     cfg.Public,
+		Addrs:      n.advertised,
 		OnIdentify: n.identified,
 		Logger:     cfg.Logger,
 	})
@@ -201,6 +230,13 @@ func New(cfg Config) (*Node, error) {
 		xcfg.Logger = cfg.Logger
 	}
 	if n.pex, err = pex.New(n.svc, book, xcfg); err != nil {
+		n.conn.Close()
+		n.id.Close()
+		n.svc.Close()
+		return nil, err
+	}
+	if err := n.newNAT(); err != nil {
+		n.pex.Close()
 		n.conn.Close()
 		n.id.Close()
 		n.svc.Close()
@@ -246,6 +282,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
+	if err := n.startNAT(bg); err != nil {
+		return err
+	}
 	n.bootstrap(bg)
 	n.wg.Add(1)
 	go n.maintain(bg)
@@ -367,6 +406,7 @@ func (n *Node) Close() error {
 	if m != nil {
 		m.Close()
 	}
+	n.closeNAT()
 	n.pex.Close()
 	n.conn.Close()
 	n.id.Close()

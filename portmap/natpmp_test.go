@@ -150,8 +150,9 @@ func TestNATPMPFailureBackoffLossRecovery(t *testing.T) {
 	cfg.RequestTimeout = 300 * time.Millisecond
 	h := startMapper(t, cfg)
 	mp := h.change()
-	h.clk.Advance(h.clk.nextWait(t)) // 60 s: the renewal, which the gateway ignores
+	// Silent before the clock moves: the renewal it starts must find the gateway so.
 	f.set(func(f *fakePMP) { f.silent = true })
+	h.clk.Advance(h.clk.nextWait(t)) // 60 s: the renewal, which the gateway ignores
 	var waits []time.Duration
 	for {
 		w := h.clk.nextWait(t)

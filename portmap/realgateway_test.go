@@ -23,6 +23,7 @@ import (
 // on a TCP port of its own, maps it, checks the mapping and prints it
 // (whether the external address reaches the listener is for the lab to check from
 // outside: hairpinning is not a given), then closes and expects the removal to succeed.
+// TestRealGatewayInLab (lab_test.go) runs it so behind the lab's miniupnpd, by each method.
 func TestRealGateway(t *testing.T) {
 	gwEnv := os.Getenv("TENDRIL_PORTMAP_GATEWAY")
 	if gwEnv == "" {

@@ -119,9 +119,10 @@ func (r *Reach) refreshLocked(cands []candidate, now time.Time) ([]Event, bool) 
 
 // ask is one request to send: to sess, in group, about addrs.
 type ask struct {
-	sess  *tendril.Session
-	group addrbook.Group
-	addrs []ma.Multiaddr
+	sess   *tendril.Session
+	group  addrbook.Group
+	addrs  []ma.Multiaddr
+	epochs []uint64 // of each address when asked
 }
 
 // planLocked picks what to ask the peer of sess, if anything: the candidates at the IP
@@ -167,6 +168,7 @@ func (r *Reach) planLocked(sess *tendril.Session, now time.Time) (ask, bool) {
 	for _, a := range picked {
 		a.pending[group] = struct{}{}
 		out.addrs = append(out.addrs, a.addr)
+		out.epochs = append(out.epochs, a.epoch)
 	}
 	return out, true
 }
@@ -228,13 +230,16 @@ func (r *Reach) recordLocked(a ask, results []Result, err error, now time.Time) 
 			continue // no longer a candidate
 		}
 		delete(st.pending, a.group)
-		if err != nil {
-			continue
+		if err != nil || st.epoch != a.epochs[i] {
+			continue // no answer, or one about what the address was before a mapping changed
 		}
 		switch results[i] {
 		case ResultOK, ResultFailed:
 			st.results[a.group] = result{ok: results[i] == ResultOK, at: now, peer: peer}
 			st.lastChecked = now
+			if results[i] == ResultOK {
+				st.lastOK = now
+			}
 		default:
 			continue // refused or skipped: no answer
 		}

@@ -63,6 +63,10 @@ type addrState struct {
 	pending     map[addrbook.Group]struct{} // groups asked, their answer not in yet
 	state       State
 	lastChecked time.Time
+	lastOK      time.Time // when a dial-back last reached it
+	// epoch counts the times its answers were voided (a mapping made or removed there):
+	// an answer to a request sent in an earlier epoch is dropped.
+	epoch uint64
 }
 
 // serverState is a peer as a dial-back server: the pace of this node's requests to it
@@ -109,6 +113,9 @@ type AddrState struct {
 	Confirmations, Failures int
 	// LastChecked is when the last answer about it came; zero if none did.
 	LastChecked time.Time
+	// LastReached is when a dial-back last reached this node at the address (the last
+	// inbound connection proven to work there); zero if none did while it was tracked.
+	LastReached time.Time
 	// Observers is how many address groups observe this node at the address's IP (0 for
 	// addresses not from observations).
 	Observers int
@@ -208,7 +215,7 @@ func (r *Reach) Status() []AddrState {
 		ok, failed := tallyResults(a.results, now, r.cfg.MaxResultAge)
 		out = append(out, AddrState{
 			Addr: a.addr, State: a.state, Source: a.source, Confirmations: ok, Failures: failed,
-			LastChecked: a.lastChecked, Observers: a.observers,
+			LastChecked: a.lastChecked, LastReached: a.lastOK, Observers: a.observers,
 		})
 	}
 	return out
@@ -216,37 +223,68 @@ func (r *Reach) Status() []AddrState {
 
 // AddCandidate adds an address to have dialled back, as a port mapping learns its
 // external address: an /ip4 or /ip6 multiaddr without /p2p/, at most MaxAddrLen bytes.
-// It is checked from then on, before the candidates observed.
+// It is checked from then on, before the candidates observed. If the address was tracked
+// already (observed), what dial-backs said of it is voided and it is checked afresh: a
+// mapping changes what a dial there meets, so answers from before it no longer tell.
 func (r *Reach) AddCandidate(addr ma.Multiaddr) error {
 	if _, ok := ipOf(addr); !ok || len(addr.Bytes()) > MaxAddrLen {
 		return fmt.Errorf("%w: candidate %s: want an /ip4 or /ip6 address of at most %d bytes", ErrInvalidConfig, addr, MaxAddrLen)
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return ErrClosed
 	}
+	var evs []Event
 	if !duplicate(r.mapped, addr) {
 		if len(r.mapped) >= r.cfg.MaxAddrs {
+			r.mu.Unlock()
 			return fmt.Errorf("%w: more than MaxAddrs (%d) candidates added", ErrInvalidConfig, r.cfg.MaxAddrs)
 		}
 		r.mapped = append(r.mapped, addr)
+		evs = r.voidLocked(addr, r.now())
 	}
 	r.poke()
+	r.mu.Unlock()
+	r.emit(evs)
 	return nil
 }
 
-// RemoveCandidate removes an address AddCandidate added (a mapping that was removed).
+// RemoveCandidate removes an address AddCandidate added (a mapping that was removed). If
+// the address stays a candidate (observed), what dial-backs said of it is voided, as
+// AddCandidate does: they went through the mapping that is gone.
 func (r *Reach) RemoveCandidate(addr ma.Multiaddr) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	var evs []Event
 	for i, a := range r.mapped {
 		if a.Equal(addr) {
 			r.mapped = append(r.mapped[:i], r.mapped[i+1:]...)
+			evs = r.voidLocked(addr, r.now())
 			r.poke()
-			return
+			break
 		}
 	}
+	r.mu.Unlock()
+	r.emit(evs)
+}
+
+// voidLocked forgets the answers about addr, if it is tracked, so that it is asked about
+// again at once; answers to requests in flight are dropped when they come (epoch). It
+// returns the events of the states that changed.
+func (r *Reach) voidLocked(addr ma.Multiaddr, now time.Time) []Event {
+	st := r.findLocked(addr)
+	if st == nil {
+		return nil
+	}
+	st.epoch++
+	clear(st.results)
+	st.lastChecked = time.Time{}
+	if st.state == Unknown {
+		return nil
+	}
+	evs := []Event{{Addr: st.addr, Prev: st.state, State: Unknown, Time: now}}
+	st.state = Unknown
+	return append(evs, r.overallLocked(now)...)
 }
 
 // Stats returns the counters.

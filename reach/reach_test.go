@@ -2,9 +2,13 @@ package reach
 
 import (
 	"net"
+	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tendril-p2p/tendril"
+	"github.com/tendril-p2p/tendril/secio"
 	"github.com/tendril-p2p/tendril/transport"
 )
 
@@ -122,5 +126,53 @@ func TestPrivateBehindBlackhole(t *testing.T) {
 	t.Logf("private after %v (DialBackTimeout %v)", time.Since(start), DefaultDialBackTimeout)
 	if took < DefaultDialBackTimeout-time.Second/2 {
 		t.Fatalf("private after %v: before any dial-back could time out", took)
+	}
+}
+
+// switchInbound refuses inbound connections until opened, as a NAT does before a port
+// mapping forwards the listen port.
+type switchInbound struct{ open atomic.Bool }
+
+func (g *switchInbound) GateAddr(dir tendril.Direction, _ netip.AddrPort) error {
+	if dir == tendril.Inbound && !g.open.Load() {
+		return errNAT
+	}
+	return nil
+}
+func (*switchInbound) GatePeer(tendril.Direction, secio.PeerID, netip.AddrPort) error { return nil }
+
+// A node found private at its observed address gets a port mapping there (the NAT opens,
+// AddCandidate names the address): the old failures are voided and it is public at once,
+// not after RecheckInterval; when the mapping is removed again (RemoveCandidate) the
+// successes are voided in turn and it is private again. LastReached tells the last
+// dial-back that got through.
+func TestMappingVoidsAnswers(t *testing.T) {
+	s1 := newNode(t, nodeOpts{ip: "127.1.0.1"})
+	s2 := newNode(t, nodeOpts{ip: "127.2.0.1"})
+	nat := &switchInbound{}
+	b := newNode(t, nodeOpts{ip: "127.0.0.1", gate: nat})
+	b.dial(t, s1)
+	b.dial(t, s2)
+	waitState(t, b.r, Private, 5*time.Second)
+
+	nat.open.Store(true)
+	if err := b.r.AddCandidate(b.addr.Transport); err != nil {
+		t.Fatal(err)
+	}
+	took := waitState(t, b.r, Public, 5*time.Second)
+	t.Logf("public %v after the mapping", took)
+	st := b.r.Status()
+	if len(st) != 1 || st[0].Source != SourceMapped|SourceObserved || st[0].Failures != 0 || st[0].LastReached.IsZero() {
+		t.Fatalf("status %+v, want the mapped address reached, its failures voided", st)
+	}
+
+	nat.open.Store(false)
+	b.r.RemoveCandidate(b.addr.Transport)
+	if got := b.r.Reachability(); got != Unknown {
+		t.Fatalf("reachability %s right after the mapping was removed, want unknown", got)
+	}
+	waitState(t, b.r, Private, 10*time.Second)
+	if st := b.r.Status(); len(st) != 1 || st[0].Source != SourceObserved || st[0].Confirmations != 0 || st[0].LastReached.IsZero() {
+		t.Fatalf("status %+v, want the observed address private, its successes voided, LastReached kept", st)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/tendril-p2p/tendril/addrbook"
 	"github.com/tendril-p2p/tendril/identify"
+	"github.com/tendril-p2p/tendril/secio"
 )
 
 func TestDecide(t *testing.T) {
@@ -169,4 +171,30 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("re-encoding %v: %v", addrs, err)
 		}
 	})
+}
+
+// An answer to a request sent before the address's answers were voided (a mapping made
+// or removed while the request was out) is dropped; one sent after counts.
+func TestStaleAnswerDropped(t *testing.T) {
+	s := newNode(t, nodeOpts{ip: "127.1.0.1", noReach: true})
+	c := newNode(t, nodeOpts{noReach: true})
+	sess := c.dial(t, s)
+	cfg := Config{}
+	cfg.setDefaults()
+	r := &Reach{cfg: cfg, servers: map[secio.PeerID]*serverState{}, now: time.Now}
+	addr := ma.StringCast("/ip4/127.0.0.1/tcp/4001")
+	st := &addrState{candidate: candidate{addr: addr}, results: map[addrbook.Group]result{}, pending: map[addrbook.Group]struct{}{}}
+	r.addrs = []*addrState{st}
+	old := ask{sess: sess, group: "g1", addrs: []ma.Multiaddr{addr}, epochs: []uint64{st.epoch}}
+	st.pending["g1"] = struct{}{}
+	r.voidLocked(addr, time.Now())
+	r.recordLocked(old, []Result{ResultOK}, nil, time.Now())
+	if len(st.results) != 0 || len(st.pending) != 0 || !st.lastOK.IsZero() {
+		t.Fatalf("the stale answer counted: results %v, pending %v", st.results, st.pending)
+	}
+	fresh := ask{sess: sess, group: "g1", addrs: []ma.Multiaddr{addr}, epochs: []uint64{st.epoch}}
+	r.recordLocked(fresh, []Result{ResultOK}, nil, time.Now())
+	if len(st.results) != 1 || st.lastOK.IsZero() {
+		t.Fatalf("the fresh answer did not count: results %v", st.results)
+	}
 }
