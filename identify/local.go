@@ -58,13 +58,16 @@ func (i *Identify) refresh(now time.Time) bool {
 }
 
 // advertised lists the registered protocols as identify tells them, leaving out what a
-// peer would refuse: names and versions beyond the caps, and identify itself (every peer
-// that answers identify speaks it).
+// peer would refuse: names and versions beyond the caps, protocols this node only opens
+// (no handler), and identify itself (every peer that answers identify speaks it).
 func advertised(protos []tendril.Protocol) []ProtoVersions {
 	var out []ProtoVersions
 	for _, p := range protos {
 		if p.Name == ProtocolName || !validText(p.Name, MaxProtocolName) || !strings.HasPrefix(p.Name, "/") {
 			continue
+		}
+		if p.Handler == nil && p.StreamHandler == nil && p.RequestHandler == nil {
+			continue // registered only to be opened: a peer that opens it is refused
 		}
 		pv := ProtoVersions{Name: p.Name}
 		for _, v := range p.Versions {

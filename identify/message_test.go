@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/peerrecord"
 	"github.com/tendril-p2p/tendril/secio"
 )
@@ -178,4 +179,16 @@ func FuzzParseMessage(f *testing.F) {
 			t.Fatalf("%x encodes back as %x", b, again)
 		}
 	})
+}
+
+// TestAdvertisedServedOnly: a protocol registered with no handler (this node only opens
+// it, and refuses peers that open it) is not advertised as if this node served it.
+func TestAdvertisedServedOnly(t *testing.T) {
+	got := advertised([]tendril.Protocol{
+		{Name: "/served", Versions: []string{"1"}, RequestHandler: tendril.RequestHandlerFunc(nil)},
+		{Name: "/opener", Versions: []string{"1"}},
+	})
+	if len(got) != 1 || got[0].Name != "/served" {
+		t.Fatalf("advertised %+v", got)
+	}
 }

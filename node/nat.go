@@ -221,7 +221,8 @@ func (n *Node) advertised() []ma.Multiaddr {
 			}
 		}
 	}
-	return append(out, identify.DefaultAddrs(n.svc)...)
+	out = append(out, identify.DefaultAddrs(n.svc)...)
+	return append(out, n.circuitAddrs()...)
 }
 
 // closeNAT removes the mappings from the gateway (all at once, each within its

@@ -27,14 +27,17 @@ import (
 
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/addrbook"
+	"github.com/tendril-p2p/tendril/autorelay"
 	"github.com/tendril-p2p/tendril/connmgr"
 	"github.com/tendril-p2p/tendril/hash/blake3"
+	"github.com/tendril-p2p/tendril/holepunch"
 	"github.com/tendril-p2p/tendril/identify"
 	"github.com/tendril-p2p/tendril/mdns"
 	"github.com/tendril-p2p/tendril/peerrecord"
 	"github.com/tendril-p2p/tendril/pex"
 	"github.com/tendril-p2p/tendril/portmap"
 	"github.com/tendril-p2p/tendril/reach"
+	"github.com/tendril-p2p/tendril/relay"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -118,6 +121,30 @@ type Config struct {
 	// portmap.DefaultRequestTimeout) also bounds the removal of the mappings at Close.
 	PortMapConfig portmap.Config
 
+	// Relay serves as a relay for peers behind NATs (package relay: reservations and
+	// circuits within RelayConfig's limits). Off by default: relaying spends this node's
+	// bandwidth on others' traffic, a choice for the operator of a public node.
+	Relay       bool
+	RelayConfig relay.RelayConfig
+
+	// DisableAutoRelay turns off what a node behind a NAT needs to be reached: by default,
+	// while reach does not find this node public, it holds reservations on up to
+	// AutoRelay.MaxRelays connected peers that serve the relay protocol (package
+	// autorelay) and advertises the circuit addresses; the connection manager dials
+	// peers' circuit addresses through their relays. AutoRelay's Needed and OnChange are
+	// the Node's unless set; RelayClient configures the client that holds the
+	// reservations and takes the circuits.
+	DisableAutoRelay bool
+	AutoRelay        autorelay.Config
+	RelayClient      relay.ClientConfig
+
+	// DisableHolePunch turns off hole punching (package holepunch), on by default: a
+	// relayed session this node accepted is upgraded to a direct one where the NATs allow.
+	// HolePunch's Addrs defaults to reach's candidates (none with DisableReach) and its
+	// Allow to Public (or holepunch's default, public IPs only).
+	DisableHolePunch bool
+	HolePunch        holepunch.Config
+
 	// Logger receives the Node's logs and is passed on to the parts. Nil: silent.
 	Logger *slog.Logger
 }
@@ -138,7 +165,8 @@ type Node struct {
 	// New has finished.
 	manager atomic.Pointer[connmgr.Manager]
 
-	nat natState // reachability and port mapping: nat.go
+	nat  natState  // reachability and port mapping: nat.go
+	trav traversal // relay, autorelay, hole punching: traverse.go
 
 	mu         sync.Mutex // guards mdns, mdnsRecord, started, closed
 	mdns       *mdns.Service
@@ -216,6 +244,9 @@ func New(cfg Config) (*Node, error) {
 	if ccfg.Logger == nil {
 		ccfg.Logger = cfg.Logger
 	}
+	if ccfg.Dial == nil {
+		ccfg.Dial = n.dial
+	}
 	if n.conn, err = connmgr.New(n.svc, book, ccfg); err != nil {
 		n.id.Close()
 		n.svc.Close()
@@ -236,6 +267,14 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if err := n.newNAT(); err != nil {
+		n.pex.Close()
+		n.conn.Close()
+		n.id.Close()
+		n.svc.Close()
+		return nil, err
+	}
+	if err := n.newTraversal(); err != nil {
+		n.closeNAT()
 		n.pex.Close()
 		n.conn.Close()
 		n.id.Close()
@@ -406,6 +445,7 @@ func (n *Node) Close() error {
 	if m != nil {
 		m.Close()
 	}
+	n.closeTraversal()
 	n.closeNAT()
 	n.pex.Close()
 	n.conn.Close()
