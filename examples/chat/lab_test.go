@@ -124,3 +124,76 @@ func TestLabRestartWithBook(t *testing.T) {
 		t.Errorf("reconnected in %v: a book address's first dial waits for no backoff", took)
 	}
 }
+
+// TestLabChatBehindNATs: bob and carol, each behind a home router (endpoint-independent
+// mapping, port-dependent filtering, 10 ms each way to the internet), are given only the
+// address of a relay on the public side. Each reserves a slot there, peer exchange tells
+// each the other's circuit address, the one dialled through the relay punches a hole, and
+// they chat over a direct session, which /peers shows as punched.
+func TestLabChatBehindNATs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the chat in network namespaces")
+	}
+	ctx := labContext(t)
+	l := lab.New(t)
+	chat := lab.Build(t, "github.com/tendril-p2p/tendril/examples/chat")
+	inet := l.Public("inet")
+	r := l.Host("relay", inet)
+	hosts := map[string]*lab.Host{}
+	nats := map[string]*lab.NAT{}
+	for _, name := range []string{"bob", "carol"} {
+		lan := l.LAN("lan-" + name)
+		n := l.NATRouter("nat-"+name, lan, inet, lab.NATConfig{})
+		n.WAN.Delay(10 * time.Millisecond)
+		h := l.Host(name, lan)
+		h.DefaultVia(n.Host)
+		hosts[name], nats[name] = h, n
+	}
+	relay := r.Start(ctx, chat, "-name", "relay", "-listen", "/ip4/"+r.Addr(inet).String()+"/tcp/4001", "-relay")
+	line, err := relay.WaitLine(ctx, listeningRE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayAddr := listeningRE.FindStringSubmatch(line)[1]
+	// The lab's public side uses documentation ranges, which a hole punch does not dial
+	// unless told.
+	nets := "198.51.100.0/24,203.0.113.0/24,192.0.2.0/24"
+	start := time.Now()
+	bob := hosts["bob"].Start(ctx, chat, "-name", "bob", "-listen", "/ip4/0.0.0.0/tcp/4001", "-bootstrap", relayAddr, "-punch-nets", nets)
+	carol := hosts["carol"].Start(ctx, chat, "-name", "carol", "-listen", "/ip4/0.0.0.0/tcp/4001", "-bootstrap", relayAddr, "-punch-nets", nets)
+	// Each sees the other join at the other's router: a direct session.
+	for _, c := range []struct {
+		p    *lab.Process
+		peer string
+	}{{bob, "carol"}, {carol, "bob"}} {
+		re := regexp.MustCompile(`joined: \S+ at /ip4/` + regexp.QuoteMeta(nats[c.peer].Addr(inet).String()) + `/tcp/`)
+		if _, err := c.p.WaitLine(ctx, re); err != nil {
+			t.Fatalf("%s never saw %s join directly: %v\n%s", c.p, c.peer, err, c.p.Output())
+		}
+	}
+	direct := time.Since(start)
+	if _, err := io.WriteString(bob.Stdin, "hello through the NATs\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := carol.WaitLine(ctx, regexp.MustCompile(`<bob> hello through the NATs$`)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("from start to a direct session both ways: %v", direct.Round(time.Millisecond))
+	punched := regexp.MustCompile(`/ip4/` + regexp.QuoteMeta(nats["carol"].Addr(inet).String()) + `/tcp/\S+, rtt .*; punched`)
+	var peers string
+	for range 20 {
+		if _, err := io.WriteString(bob.Stdin, "/peers\n"); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+		peers, _ = bob.WaitLine(wctx, punched)
+		cancel()
+		if peers != "" {
+			break
+		}
+	}
+	if peers == "" {
+		t.Fatalf("bob's /peers does not show carol punched:\n%s", bob.Output())
+	}
+	t.Logf("bob's /peers: %s", peers)
+}

@@ -32,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -73,6 +74,8 @@ type options struct {
 	book      string
 	mdns      bool
 	target    int
+	relay     bool
+	punchNets []netip.Prefix
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -90,12 +93,24 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.book, "book", "", "address book file: what this peer learned, loaded at start and saved as it runs")
 	fs.BoolVar(&o.mdns, "mdns", false, "find peers on the LAN with multicast DNS (and announce this one); needs -listen")
 	fs.IntVar(&o.target, "target", 8, "outbound sessions to keep up from the address book")
+	fs.BoolVar(&o.relay, "relay", false, "serve as a relay for peers behind NATs (run it on a peer others can dial)")
+	punchNets := fs.String("punch-nets", "", "comma-separated networks (CIDR) a hole punch may dial besides public IPs, e.g. a test network's or a carrier NAT's 100.64.0.0/10")
 	legacy := fs.String("legacy-tea", "", "speak the INSECURE TEA legacy mode with this 16-byte key (32 hex digits)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	for _, s := range strings.Split(*punchNets, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("-punch-nets: %w", err)
+		}
+		o.punchNets = append(o.punchNets, p.Masked())
 	}
 	if *legacy != "" {
 		k, err := hex.DecodeString(*legacy)
@@ -110,8 +125,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.web != "" && (o.demo || o.legacyKey != nil) {
 		return nil, fmt.Errorf("-web serves a browser peer, which speaks secio only: it goes with neither -demo nor -legacy-tea")
 	}
-	if o.legacyKey != nil && (len(o.bootstrap) > 0 || o.book != "" || o.mdns) {
-		return nil, fmt.Errorf("-bootstrap, -book and -mdns need secio peers: they do not go with -legacy-tea")
+	if o.legacyKey != nil && (len(o.bootstrap) > 0 || o.book != "" || o.mdns || o.relay) {
+		return nil, fmt.Errorf("-bootstrap, -book, -mdns and -relay need secio peers: they do not go with -legacy-tea")
+	}
+	if o.relay && o.listen == "" {
+		return nil, fmt.Errorf("-relay serves peers that dial this one: give -listen too")
 	}
 	if o.mdns && o.listen == "" {
 		return nil, fmt.Errorf("-mdns announces this peer's listen addresses: give -listen too")

@@ -4,11 +4,15 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
 
+	ma "github.com/multiformats/go-multiaddr"
+
 	"github.com/tendril-p2p/tendril"
+	"github.com/tendril-p2p/tendril/addrbook"
 	"github.com/tendril-p2p/tendril/connmgr"
 	tnode "github.com/tendril-p2p/tendril/node"
 	"github.com/tendril-p2p/tendril/secio"
@@ -26,14 +30,26 @@ func newSwarmNode(n *node, key *secio.PrivateKey, o *options) (*tnode.Node, erro
 		}
 		boot = append(boot, a)
 	}
-	nd, err := tnode.New(tnode.Config{
+	cfg := tnode.Config{
 		Service:   tendril.Config{PrivateKey: key, Protocols: []tendril.Protocol{chatProtocol(n)}},
 		Bootstrap: boot,
 		BookFile:  o.book,
 		MDNS:      o.mdns,
-		Agent:     "tendril-chat/1.1",
+		Agent:     "tendril-chat/1.2",
 		Connect:   connmgr.Config{Target: o.target},
-	})
+		Relay:     o.relay,
+	}
+	if len(o.punchNets) > 0 {
+		nets := o.punchNets
+		cfg.HolePunch.Allow = func(a ma.Multiaddr) bool {
+			if addrbook.IsPublic(a) {
+				return true
+			}
+			ip, err := netip.ParseAddr(a[0].Value())
+			return err == nil && slices.ContainsFunc(nets, func(p netip.Prefix) bool { return p.Contains(ip) })
+		}
+	}
+	nd, err := tnode.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -55,15 +71,23 @@ func printPeers(n *node, nd *tnode.Node) {
 		if info, ok := nd.Identify().Info(s.Peer()); ok {
 			agent = info.Agent
 		}
-		fmt.Fprintf(&b, "\n  %s %s %s, rtt %v, %s, up %v", short(s.Peer().String()), s.Direction(),
+		fmt.Fprintf(&b, "\n  %s %s %s, rtt %v, %s, up %v; %s", short(s.Peer().String()), s.Direction(),
 			s.RemoteAddr().Transport, s.RTT().Round(100*time.Microsecond), agent,
-			time.Since(s.OpenedAt()).Round(time.Second))
+			time.Since(s.OpenedAt()).Round(time.Second), nd.PeerConnection(s.Peer()))
 	}
 	var observed []string
 	for _, o := range nd.Identify().ObservedAddrs() {
 		observed = append(observed, o.Addr.String())
 	}
 	fmt.Fprintf(&b, "\nseen by peers at: %s", strings.Join(observed, " "))
+	fmt.Fprintf(&b, "\n%s", nd.Reachability())
+	if a := nd.AutoRelay(); a != nil {
+		var circuits []string
+		for _, c := range a.Addrs() {
+			circuits = append(circuits, c.String())
+		}
+		fmt.Fprintf(&b, "\nreachable through relays at: %s", strings.Join(circuits, " "))
+	}
 	addrs, peers := nd.Book().Len()
 	fmt.Fprintf(&b, "\naddress book: %d addresses of %d peers", addrs, peers)
 	shown := 0
