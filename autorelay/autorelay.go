@@ -23,6 +23,7 @@ import (
 
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/identify"
+	"github.com/tendril-p2p/tendril/internal/defaults"
 	"github.com/tendril-p2p/tendril/relay"
 	"github.com/tendril-p2p/tendril/secio"
 )
@@ -97,15 +98,9 @@ func New(svc *tendril.Service, id *identify.Identify, cl *relay.Client, cfg Conf
 			return nil, fmt.Errorf("%w: relay %s has no /p2p/ID", ErrInvalidConfig, r)
 		}
 	}
-	if cfg.MaxRelays == 0 {
-		cfg.MaxRelays = DefaultMaxRelays
-	}
-	if cfg.Interval == 0 {
-		cfg.Interval = DefaultInterval
-	}
-	if cfg.RetryAfter == 0 {
-		cfg.RetryAfter = DefaultRetryAfter
-	}
+	defaults.Set(&cfg.MaxRelays, DefaultMaxRelays)
+	defaults.Set(&cfg.Interval, DefaultInterval)
+	defaults.Set(&cfg.RetryAfter, DefaultRetryAfter)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -8,6 +8,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/tendril-p2p/tendril/addrbook"
+	"github.com/tendril-p2p/tendril/internal/defaults"
 )
 
 // Defaults of Config.
@@ -71,22 +72,12 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defD := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.MaxAttempts, DefaultMaxAttempts)
-	def(&c.MaxConcurrent, DefaultMaxConcurrent)
-	def(&c.MaxAddrs, DefaultMaxAddrs)
-	defD(&c.AttemptTimeout, DefaultAttemptTimeout)
-	defD(&c.AttemptWindow, DefaultAttemptWindow)
-	defD(&c.StreamTimeout, DefaultStreamTimeout)
+	defaults.Set(&c.MaxAttempts, DefaultMaxAttempts)
+	defaults.Set(&c.MaxConcurrent, DefaultMaxConcurrent)
+	defaults.Set(&c.MaxAddrs, DefaultMaxAddrs)
+	defaults.Set(&c.AttemptTimeout, DefaultAttemptTimeout)
+	defaults.Set(&c.AttemptWindow, DefaultAttemptWindow)
+	defaults.Set(&c.StreamTimeout, DefaultStreamTimeout)
 	if c.Allow == nil {
 		c.Allow = addrbook.IsPublic
 	}

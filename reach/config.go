@@ -7,6 +7,7 @@ import (
 
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/tendril-p2p/tendril/addrbook"
+	"github.com/tendril-p2p/tendril/internal/defaults"
 )
 
 // Defaults of Config. docs/RELIABILITY.md ("Reachability") says why these values.
@@ -122,29 +123,19 @@ func (c *Config) Validate() error {
 
 // setDefaults fills the zero fields.
 func (c *Config) setDefaults() {
-	def := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	dur := func(p *time.Duration, v time.Duration) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	def(&c.MaxCandidates, DefaultMaxCandidates)
-	def(&c.ServeBurst, DefaultServeBurst)
-	def(&c.MaxConcurrentDials, DefaultMaxConcurrentDials)
-	def(&c.DialRate, DefaultDialRate)
-	def(&c.MaxTrackedIPs, DefaultMaxTrackedIPs)
-	def(&c.Confirmations, DefaultConfirmations)
-	def(&c.MaxAddrs, DefaultMaxAddrs)
-	def(&c.EventBuffer, DefaultEventBuffer)
-	dur(&c.DialBackTimeout, DefaultDialBackTimeout)
-	dur(&c.ServeInterval, DefaultServeInterval)
-	dur(&c.RecheckInterval, DefaultRecheckInterval)
-	dur(&c.MaxResultAge, DefaultMaxResultAge)
-	dur(&c.RequestTimeout, DefaultRequestTimeout)
+	defaults.Set(&c.MaxCandidates, DefaultMaxCandidates)
+	defaults.Set(&c.ServeBurst, DefaultServeBurst)
+	defaults.Set(&c.MaxConcurrentDials, DefaultMaxConcurrentDials)
+	defaults.Set(&c.DialRate, DefaultDialRate)
+	defaults.Set(&c.MaxTrackedIPs, DefaultMaxTrackedIPs)
+	defaults.Set(&c.Confirmations, DefaultConfirmations)
+	defaults.Set(&c.MaxAddrs, DefaultMaxAddrs)
+	defaults.Set(&c.EventBuffer, DefaultEventBuffer)
+	defaults.Set(&c.DialBackTimeout, DefaultDialBackTimeout)
+	defaults.Set(&c.ServeInterval, DefaultServeInterval)
+	defaults.Set(&c.RecheckInterval, DefaultRecheckInterval)
+	defaults.Set(&c.MaxResultAge, DefaultMaxResultAge)
+	defaults.Set(&c.RequestTimeout, DefaultRequestTimeout)
 	if c.Group == nil {
 		c.Group = addrbook.GroupOf
 	}

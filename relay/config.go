@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tendril-p2p/tendril/internal/defaults"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -90,31 +91,25 @@ func DefaultRelayConfig() RelayConfig {
 	}
 }
 
-func defInt[T int | int64 | time.Duration](v *T, d T) {
-	if *v == 0 {
-		*v = d
-	}
-}
-
 func (c RelayConfig) withDefaults() RelayConfig {
 	d := DefaultRelayConfig()
-	defInt(&c.ReservationTTL, d.ReservationTTL)
-	defInt(&c.MaxReservations, d.MaxReservations)
-	defInt(&c.MaxReservationsPerIP, d.MaxReservationsPerIP)
-	defInt(&c.MaxReservationsPerSubnet, d.MaxReservationsPerSubnet)
-	defInt(&c.ReservationRate, d.ReservationRate)
-	defInt(&c.ReservationBurst, d.ReservationBurst)
-	defInt(&c.MaxCircuits, d.MaxCircuits)
-	defInt(&c.MaxCircuitsPerPeer, d.MaxCircuitsPerPeer)
-	defInt(&c.ConnectRate, d.ConnectRate)
-	defInt(&c.ConnectBurst, d.ConnectBurst)
-	defInt(&c.MaxCircuitBytes, d.MaxCircuitBytes)
-	defInt(&c.MaxCircuitDuration, d.MaxCircuitDuration)
-	defInt(&c.RequestInterval, d.RequestInterval)
-	defInt(&c.RequestBurst, d.RequestBurst)
-	defInt(&c.MaxTrackedPeers, d.MaxTrackedPeers)
-	defInt(&c.RequestTimeout, d.RequestTimeout)
-	defInt(&c.ConnectTimeout, d.ConnectTimeout)
+	defaults.Set(&c.ReservationTTL, d.ReservationTTL)
+	defaults.Set(&c.MaxReservations, d.MaxReservations)
+	defaults.Set(&c.MaxReservationsPerIP, d.MaxReservationsPerIP)
+	defaults.Set(&c.MaxReservationsPerSubnet, d.MaxReservationsPerSubnet)
+	defaults.Set(&c.ReservationRate, d.ReservationRate)
+	defaults.Set(&c.ReservationBurst, d.ReservationBurst)
+	defaults.Set(&c.MaxCircuits, d.MaxCircuits)
+	defaults.Set(&c.MaxCircuitsPerPeer, d.MaxCircuitsPerPeer)
+	defaults.Set(&c.ConnectRate, d.ConnectRate)
+	defaults.Set(&c.ConnectBurst, d.ConnectBurst)
+	defaults.Set(&c.MaxCircuitBytes, d.MaxCircuitBytes)
+	defaults.Set(&c.MaxCircuitDuration, d.MaxCircuitDuration)
+	defaults.Set(&c.RequestInterval, d.RequestInterval)
+	defaults.Set(&c.RequestBurst, d.RequestBurst)
+	defaults.Set(&c.MaxTrackedPeers, d.MaxTrackedPeers)
+	defaults.Set(&c.RequestTimeout, d.RequestTimeout)
+	defaults.Set(&c.ConnectTimeout, d.ConnectTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -200,10 +195,10 @@ func DefaultClientConfig() ClientConfig {
 
 func (c ClientConfig) withDefaults() ClientConfig {
 	d := DefaultClientConfig()
-	defInt(&c.MaxCircuits, d.MaxCircuits)
-	defInt(&c.RequestTimeout, d.RequestTimeout)
-	defInt(&c.RetryInterval, d.RetryInterval)
-	defInt(&c.MaxRetryInterval, d.MaxRetryInterval)
+	defaults.Set(&c.MaxCircuits, d.MaxCircuits)
+	defaults.Set(&c.RequestTimeout, d.RequestTimeout)
+	defaults.Set(&c.RetryInterval, d.RetryInterval)
+	defaults.Set(&c.MaxRetryInterval, d.MaxRetryInterval)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
