@@ -136,9 +136,11 @@ func (p *Puncher) run() {
 				p.forget(ev.Peer, ev.SessionID)
 			}
 		case <-tick.C:
-			for _, s := range p.svc.Sessions() {
+			sessions := p.svc.Sessions()
+			for _, s := range sessions {
 				p.consider(s)
 			}
+			p.sweep(sessions)
 		case <-p.ctx.Done():
 			return
 		}
@@ -180,6 +182,29 @@ func (p *Puncher) forget(peer secio.PeerID, session uint64) {
 	delete(p.punched, session)
 	if !peer.IsZero() && p.svc.Session(peer) == nil {
 		delete(p.reports, peer)
+	}
+}
+
+// sweep forgets sessions and peers that are gone, should their close events have been
+// dropped (a full subscription): the tables hold only what the Service holds.
+func (p *Puncher) sweep(sessions []*tendril.Session) {
+	ids := make(map[uint64]struct{}, len(sessions))
+	var newest uint64 // session IDs only grow: a larger one came after the snapshot
+	for _, s := range sessions {
+		ids[s.ID()] = struct{}{}
+		newest = max(newest, s.ID())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.punched {
+		if _, ok := ids[id]; !ok && id < newest {
+			delete(p.punched, id)
+		}
+	}
+	for peer := range p.reports {
+		if p.svc.Session(peer) == nil {
+			delete(p.reports, peer)
+		}
 	}
 }
 
@@ -263,12 +288,15 @@ func (p *Puncher) attemptAsInitiator(s *tendril.Session) (time.Duration, error) 
 	if len(addrs) == 0 {
 		return rtt, fmt.Errorf("%w: the peer gave none that may be dialled (%d given)", ErrNoAddrs, len(theirs.addrs))
 	}
+	// This end's connection attempts are under way (their SYNs sent) before SYNC goes,
+	// and the other end dials when SYNC reaches it: its attempts meet a connecting socket
+	// here, never the listener, whatever the scheduler does to this goroutine.
+	attempts := p.startAll(addrs)
 	if _, err := st.Write(appendMsg(nil, []byte{msgSync})); err != nil {
+		closeAll(attempts)
 		return rtt, p.streamErr(err)
 	}
-	// Dial at once: this end's connection attempts leave before the other end's can
-	// arrive (it dials when SYNC reaches it), so they meet a connecting socket here.
-	err = p.connect(s.Peer(), addrs, tendril.Outbound)
+	err = p.connect(s.Peer(), attempts, tendril.Outbound)
 	return rtt, explain(err, own.rewritesPorts, theirs.rewritesPorts)
 }
 
@@ -329,7 +357,7 @@ func (p *Puncher) serve(c *tendril.Context, _ string, st net.Conn) {
 		p.record(peer, RoleResponder, time.Time{}, fmt.Errorf("%w: the peer gave none that may be dialled (%d given)", ErrNoAddrs, len(theirs.addrs)))
 		return
 	}
-	err = explain(p.connect(peer, addrs, tendril.Inbound), own.rewritesPorts, theirs.rewritesPorts)
+	err = explain(p.connect(peer, p.startAll(addrs), tendril.Inbound), own.rewritesPorts, theirs.rewritesPorts)
 	p.record(peer, RoleResponder, c.Session().OpenedAt(), err)
 }
 
@@ -350,18 +378,52 @@ func (p *Puncher) record(peer secio.PeerID, role Role, relayedSince time.Time, e
 	})
 }
 
-// connect dials addrs from this node's listen ports at once and runs the handshake in the
-// role dir on the first connection that comes up. It returns nil once a direct session with
-// peer exists (also one that came in through a listener), or why not after AttemptTimeout.
-func (p *Puncher) connect(peer secio.PeerID, addrs []ma.Multiaddr, dir tendril.Direction) error {
+// attempt is a connection attempt from a listen port to addr, started by startAll.
+type attempt struct {
+	addr ma.Multiaddr
+	from netip.AddrPort
+	tcp  *tcp.Attempt // nil if it could not start (err)
+	err  error
+}
+
+// startAll starts a connection attempt to each of addrs from the listen port of its
+// family, and returns once each has sent its SYN (or failed to start).
+func (p *Puncher) startAll(addrs []ma.Multiaddr) []*attempt {
+	out := make([]*attempt, len(addrs))
+	for i, a := range addrs {
+		at := &attempt{addr: a}
+		var ok bool
+		if at.from, ok = p.listenPort(a); !ok {
+			at.err = fmt.Errorf("no TCP listener of the family of %s to dial from", a)
+		} else {
+			p.stats.dials.Add(1)
+			at.tcp, at.err = p.tcp.StartDialFrom(at.from, a)
+		}
+		out[i] = at
+	}
+	return out
+}
+
+func closeAll(attempts []*attempt) {
+	for _, at := range attempts {
+		if at.tcp != nil {
+			at.tcp.Close()
+		}
+	}
+}
+
+// connect completes the attempts and runs the handshake in the role dir on each
+// connection that comes up. It returns nil once a direct session with peer exists (also
+// one that came in through a listener), or why not after AttemptTimeout.
+func (p *Puncher) connect(peer secio.PeerID, attempts []*attempt, dir tendril.Direction) error {
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.AttemptTimeout)
 	defer cancel()
-	errs := make(chan error, len(addrs))
-	for _, a := range addrs {
-		go func() { errs <- p.dialOne(ctx, peer, a, dir) }()
+	errs := make(chan error, len(attempts))
+	for _, at := range attempts {
+		go func() { errs <- p.complete(ctx, peer, at, dir) }()
 	}
 	var first error
-	pending := len(addrs)
+	pending := len(attempts)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -401,17 +463,13 @@ func (p *Puncher) connect(peer secio.PeerID, addrs []ma.Multiaddr, dir tendril.D
 	}
 }
 
-// dialOne connects to a from the listen port of its family and runs the handshake.
-func (p *Puncher) dialOne(ctx context.Context, peer secio.PeerID, a ma.Multiaddr, dir tendril.Direction) error {
-	from, ok := p.listenPort(a)
-	if !ok {
-		return fmt.Errorf("no TCP listener of the family of %s to dial from", a)
-	}
+// complete waits for at's connection and runs the handshake on it.
+func (p *Puncher) complete(ctx context.Context, peer secio.PeerID, at *attempt, dir tendril.Direction) error {
 	var conn net.Conn
-	var err error
-	for {
-		p.stats.dials.Add(1)
-		conn, err = p.tcp.DialFrom(ctx, from, a)
+	err := at.err
+	for err == nil {
+		conn, err = at.tcp.Wait(ctx)
+		at.tcp = nil
 		// A NAT or host that answers the first SYN with a reset: try again while the
 		// attempt lasts, so that a socket here is connecting when the other end's arrives.
 		if err == nil || ctx.Err() != nil || !isRefused(err) {
@@ -420,13 +478,16 @@ func (p *Puncher) dialOne(ctx context.Context, peer secio.PeerID, a ma.Multiaddr
 		select {
 		case <-time.After(20 * time.Millisecond):
 		case <-ctx.Done():
+			return ctx.Err()
 		}
+		p.stats.dials.Add(1)
+		at.tcp, err = p.tcp.StartDialFrom(at.from, at.addr)
 	}
 	if err != nil {
 		return err
 	}
 	if dir == tendril.Outbound {
-		_, err = p.svc.DialConn(ctx, conn, tendril.Addr{Transport: a, Peer: peer})
+		_, err = p.svc.DialConn(ctx, conn, tendril.Addr{Transport: at.addr, Peer: peer})
 		return err
 	}
 	s, err := p.svc.ServeConn(ctx, conn, tendril.Inbound)
@@ -435,7 +496,7 @@ func (p *Puncher) dialOne(ctx context.Context, peer secio.PeerID, a ma.Multiaddr
 	}
 	if s.Peer() != peer { // someone else answered at the address the peer gave
 		s.Close()
-		return fmt.Errorf("holepunch: %s answered at %s, not %s", s.Peer(), a, peer)
+		return fmt.Errorf("holepunch: %s answered at %s, not %s", s.Peer(), at.addr, peer)
 	}
 	return nil
 }

@@ -2,8 +2,10 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,5 +88,69 @@ func TestDialFromListenPort(t *testing.T) {
 	if c3, err := tr.DialFrom(ctx, from, b.Multiaddr()); err == nil {
 		c3.Close()
 		t.Fatal("DialFrom shared the port of a listener without SO_REUSEPORT")
+	}
+}
+
+// TestStartDialFrom: an attempt started from a listen port completes into a connection
+// from that port; one to a closed port is refused; an abandoned one closes.
+func TestStartDialFrom(t *testing.T) {
+	tr := New(nil)
+	a := listen(t, tr, "/ip4/127.0.0.1/tcp/0")
+	b := listen(t, tr, "/ip4/127.0.0.1/tcp/0")
+	from := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(portOf(t, a.Multiaddr())))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	at, err := tr.StartDialFrom(from, b.Multiaddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := at.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.LocalAddr().(*net.TCPAddr).AddrPort(); got != from {
+		t.Fatalf("local address %s, want %s", got, from)
+	}
+	in, err := b.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := in.Read(buf); err != nil || buf[0] != 'x' {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	// A closed port: refused.
+	closed := listen(t, New(&Config{DisableReusePort: true}), "/ip4/127.0.0.1/tcp/0")
+	dead := closed.Multiaddr()
+	closed.Close()
+	at, err = tr.StartDialFrom(from, dead)
+	if err == nil {
+		_, err = at.Wait(ctx)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("a closed port: %v, want ECONNREFUSED", err)
+	}
+	// The same four-tuple as a live connection: refused at once.
+	if at, err := tr.StartDialFrom(from, b.Multiaddr()); err == nil {
+		at.Close()
+		t.Fatal("a second attempt on a live connection's addresses started")
+	}
+	// Abandoned before it completes, and after ctx ends.
+	if at, err = tr.StartDialFrom(from, listen(t, tr, "/ip4/127.0.0.1/tcp/0").Multiaddr()); err != nil {
+		t.Fatal(err)
+	}
+	at.Close()
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if at, err = tr.StartDialFrom(from, listen(t, tr, "/ip4/127.0.0.1/tcp/0").Multiaddr()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := at.Wait(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait after ctx ended: %v", err)
 	}
 }
