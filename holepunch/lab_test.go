@@ -116,3 +116,103 @@ func waitMatch(t *testing.T, ctx context.Context, p *lab.Process, re *regexp.Reg
 	}
 	return re.FindStringSubmatch(line)[1]
 }
+
+var (
+	pingRE   = regexp.MustCompile(`^PING median=(\S+) max=(\S+) n=(\d+)`)
+	attackRE = regexp.MustCompile(`^ATTACK (.*)`)
+)
+
+// TestLabHostileRelay: from one host on the public side, an attacker floods the relay with
+// reservations from 200 identities, asks for 40 circuits at once to B (behind a NAT, with a
+// reservation), and pushes data into a circuit as fast as it can. The relay's limits hold
+// (one address gets MaxReservationsPerIP reservations, one peer MaxCircuitsPerPeer
+// circuits), a peer pinging the relay meanwhile keeps its round trips, and B, its
+// reservation intact, is then reached through the relay and punched as before.
+func TestLabHostileRelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs nodes in network namespaces")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l := lab.New(t)
+	bin := lab.Build(t, "github.com/tendril-p2p/tendril/holepunch/internal/punchnode")
+	inet := l.Public("inet")
+	a, h, m := l.Host("a", inet), l.Host("h", inet), l.Host("m", inet)
+	hosts := map[string]*lab.Host{}
+	for _, name := range []string{"b", "c"} {
+		lan := l.LAN("lan-" + name)
+		n := l.NATRouter("nat-"+name, lan, inet, lab.NATConfig{})
+		n.WAN.Delay(10 * time.Millisecond)
+		hosts[name] = l.Host(name, lan)
+		hosts[name].DefaultVia(n.Host)
+	}
+	relayNode := a.Start(ctx, bin, "-relay", "-listen", "/ip4/0.0.0.0/tcp/4001")
+	relayAddr := strings.Replace(waitMatch(t, ctx, relayNode, listeningRE), "/ip4/0.0.0.0/", "/ip4/"+a.Addr(inet).String()+"/", 1)
+	bNode := hosts["b"].Start(ctx, bin, "-listen", "/ip4/0.0.0.0/tcp/4001", "-reserve", relayAddr)
+	circuit := waitMatch(t, ctx, bNode, circuitRE)
+	pinger := h.Start(ctx, bin, "-ping", relayAddr, "-every", "500ms")
+	median := func(what string) time.Duration {
+		mm := pingRE.FindStringSubmatch(waitLine(t, ctx, pinger, pingRE))
+		d, err := time.ParseDuration(mm[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: echo with the relay median %s, max %s (%s round trips)", what, mm[1], mm[2], mm[3])
+		return d
+	}
+	median("before")
+	before := median("before")
+
+	var results []string
+	for _, attack := range [][]string{
+		{"-attack", "reservations", "-target", relayAddr, "-n", "200"},
+		{"-attack", "circuits", "-dial", circuit, "-n", "40"},
+		{"-attack", "data", "-dial", circuit},
+	} {
+		p := m.Start(ctx, bin, attack...)
+		res := waitMatch(t, ctx, p, attackRE)
+		t.Logf("attack: %s", res)
+		results = append(results, res)
+		during := median("during " + attack[1])
+		if during > 10*before+20*time.Millisecond {
+			t.Errorf("during the %s attack the relay's echo median went from %s to %s", attack[1], before, during)
+		}
+	}
+	var held, open int
+	if _, err := fmt.Sscanf(results[0], "reservations held=%d", &held); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Sscanf(results[1], "circuits open=%d", &open); err != nil {
+		t.Fatal(err)
+	}
+	if held > 4 || held == 0 {
+		t.Errorf("one address held %d reservations, the per-IP cap is 4", held)
+	}
+	if open > 8 {
+		t.Errorf("one peer held %d circuits at once, the per-peer cap is 8", open)
+	}
+	// The flood gets no further than the circuit's byte limit (1 MiB each way, plus what
+	// the streams' windows hold) before the relay or the target stops it.
+	var sent int64
+	if _, err := fmt.Sscanf(results[2], "data sent=%d", &sent); err != nil {
+		t.Fatal(err)
+	}
+	if sent > 2<<20 {
+		t.Errorf("the data flood pushed %d bytes through one circuit", sent)
+	}
+	// B's reservation survived: a newcomer reaches B through the relay, and the punch
+	// works as before.
+	cNode := hosts["c"].Start(ctx, bin, "-listen", "/ip4/0.0.0.0/tcp/4001", "-bootstrap", relayAddr, "-dial", circuit, "-wait", "30s")
+	if res := waitMatch(t, ctx, cNode, resultRE); !tookRE.MatchString(res) {
+		t.Fatalf("after the attacks, C reached B: %s", res)
+	}
+}
+
+func waitLine(t *testing.T, ctx context.Context, p *lab.Process, re *regexp.Regexp) string {
+	t.Helper()
+	line, err := p.WaitLine(ctx, re)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", p, err, p.Output())
+	}
+	return line
+}

@@ -54,7 +54,18 @@ func run() error {
 	bootstrap := flag.String("bootstrap", "", "peer to connect to first (identify tells how it sees this node)")
 	dial := flag.String("dial", "", "circuit address to dial")
 	wait := flag.Duration("wait", 30*time.Second, "how long a dialling node waits for a direct session")
+	attack := flag.String("attack", "", "reservations, circuits or data: flood the relay (-target) or a circuit (-dial) and exit")
+	target := flag.String("target", "", "the relay an attack floods")
+	count := flag.Int("n", 100, "identities (reservations), or concurrent circuits, an attack uses")
+	ping := flag.String("ping", "", "peer to measure echo round trips with, printing PING lines every -every")
+	every := flag.Duration("every", time.Second, "how often -ping prints")
 	flag.Parse()
+	if *attack != "" {
+		return runAttack(*attack, *target, *dial, *count)
+	}
+	if *ping != "" {
+		return runPing(*ping, *every)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -62,7 +73,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	svc, err := tendril.New(tendril.Config{PrivateKey: key})
+	svc, err := tendril.New(tendril.Config{PrivateKey: key, Protocols: []tendril.Protocol{echoProtocol()}})
 	if err != nil {
 		return err
 	}
