@@ -62,18 +62,30 @@ func TestRefused(t *testing.T) {
 }
 
 // TestFloodRate: over a long flood the bucket lets through its burst plus one per
-// interval, whatever the offered rate.
+// interval elapsed, whatever the offered rate.
 func TestFloodRate(t *testing.T) {
-	r := Rate{Burst: 8, Interval: 5 * time.Second}
-	var b Bucket
-	passed := 0
-	for i := range 60_000 { // 1,000 a second for a minute
-		if b.Allow(at(time.Duration(i)*time.Millisecond), r) {
-			passed++
+	for _, c := range []struct {
+		r     Rate
+		every time.Duration // between offered events
+		span  time.Duration
+	}{
+		{Rate{Burst: 8, Interval: 5 * time.Second}, time.Millisecond, time.Minute},
+		{Rate{Burst: 1, Interval: 250 * time.Millisecond}, 10 * time.Millisecond, 10 * time.Second},
+		{Rate{Burst: 50, Interval: 20 * time.Millisecond}, time.Microsecond, time.Second},
+		{Rate{Burst: 3, Interval: 333_333_333}, 7 * time.Millisecond, time.Hour},
+	} {
+		var b Bucket
+		passed := 0
+		for d := time.Duration(0); d < c.span; d += c.every {
+			if b.Allow(at(d), c.r) {
+				passed++
+			}
 		}
-	}
-	if want := 8 + 11; passed != want { // the burst, then one at 5 s, 10 s, ... 55 s
-		t.Fatalf("%d passed in a minute, want %d", passed, want)
+		// The last offered event is at span-every; the burst, then one at each interval
+		// up to it.
+		if want := c.r.Burst + int((c.span-c.every)/c.r.Interval); passed != want {
+			t.Errorf("%+v offered every %v for %v: %d passed, want %d", c.r, c.every, c.span, passed, want)
+		}
 	}
 }
 
