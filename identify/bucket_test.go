@@ -3,33 +3,35 @@ package identify
 import (
 	"testing"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/ratelimit"
 )
 
 func TestBucket(t *testing.T) {
-	r := rate{burst: 3, interval: 5 * time.Second}
+	r := ratelimit.Rate{Burst: 3, Interval: 5 * time.Second}
 	t0 := time.Unix(1000, 0)
-	var b bucket
+	var b ratelimit.Bucket
 	for i := range 3 {
-		if !b.allow(t0, r) {
+		if !b.Allow(t0, r) {
 			t.Fatalf("message %d of the burst refused", i)
 		}
 	}
-	if b.allow(t0, r) || b.allow(t0.Add(4*time.Second), r) {
+	if b.Allow(t0, r) || b.Allow(t0.Add(4*time.Second), r) {
 		t.Fatal("a fourth message passed before a token was due")
 	}
-	if got, want := b.next(r), t0.Add(5*time.Second); !got.Equal(want) {
+	if got, want := b.Next(r), t0.Add(5*time.Second); !got.Equal(want) {
 		t.Fatalf("next = %v, want %v", got, want)
 	}
-	if !b.allow(t0.Add(5*time.Second), r) {
+	if !b.Allow(t0.Add(5*time.Second), r) {
 		t.Fatal("the token due after an interval was refused")
 	}
-	if b.allow(t0.Add(5*time.Second), r) {
+	if b.Allow(t0.Add(5*time.Second), r) {
 		t.Fatal("two tokens after one interval")
 	}
 	// A long pause refills the bucket to its burst, never beyond.
 	later := t0.Add(time.Hour)
 	n := 0
-	for b.allow(later, r) {
+	for b.Allow(later, r) {
 		n++
 	}
 	if n != 3 {
@@ -40,12 +42,12 @@ func TestBucket(t *testing.T) {
 // TestBucketRate: over a long flood, the bucket lets through its burst plus one per
 // interval, whatever the offered rate.
 func TestBucketRate(t *testing.T) {
-	r := rate{burst: 8, interval: 5 * time.Second}
+	r := ratelimit.Rate{Burst: 8, Interval: 5 * time.Second}
 	t0 := time.Unix(1000, 0)
-	var b bucket
+	var b ratelimit.Bucket
 	passed := 0
 	for i := range 60_000 { // 1,000 a second for a minute
-		if b.allow(t0.Add(time.Duration(i)*time.Millisecond), r) {
+		if b.Allow(t0.Add(time.Duration(i)*time.Millisecond), r) {
 			passed++
 		}
 	}
@@ -61,14 +63,14 @@ func TestPaceWithinAcceptance(t *testing.T) {
 	cfg.setDefaults()
 	send, recv := cfg.pushRate(), cfg.updateRate()
 	t0 := time.Unix(1000, 0)
-	var out, in bucket
+	var out, in ratelimit.Bucket
 	for i := range 10 * 60 * 10 { // a sender that wants to push every 100 ms, for 10 min
 		now := t0.Add(time.Duration(i) * 100 * time.Millisecond)
-		if !out.allow(now, send) {
+		if !out.Allow(now, send) {
 			continue
 		}
 		jitter := time.Duration(i%11) * 100 * time.Millisecond // 0..1 s early
-		if !in.allow(now.Add(-jitter+time.Second), recv) {
+		if !in.Allow(now.Add(-jitter+time.Second), recv) {
 			t.Fatalf("push at %v refused by the receiver", now.Sub(t0))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/tendril-p2p/tendril/internal/ratelimit"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -125,15 +126,15 @@ func (c *Config) setDefaults() {
 }
 
 // updateRate is what this node accepts from each session.
-func (c *Config) updateRate() rate {
-	return rate{burst: c.UpdateBurst, interval: c.UpdateInterval}
+func (c *Config) updateRate() ratelimit.Rate {
+	return ratelimit.Rate{Burst: c.UpdateBurst, Interval: c.UpdateInterval}
 }
 
 // pushRate is how fast this node pushes to each session: half the burst and an interval
 // a quarter longer than it accepts, the margin absorbing the network's jitter (a push
 // that waited in a queue arrives close behind the next).
-func (c *Config) pushRate() rate {
-	return rate{burst: max(1, c.UpdateBurst/2), interval: c.UpdateInterval * 5 / 4}
+func (c *Config) pushRate() ratelimit.Rate {
+	return ratelimit.Rate{Burst: max(1, c.UpdateBurst/2), Interval: c.UpdateInterval * 5 / 4}
 }
 
 // defaultAgent is "tendril/" and the version of the tendril module in this build.

@@ -43,7 +43,7 @@ func (h handler) Connected(c *tendril.Context, _ string) {
 		i.Update() // and the other peers get it too
 	}
 	i.mu.Lock()
-	p.push.allow(time.Now(), i.pushRate)
+	p.push.Allow(time.Now(), i.pushRate)
 	p.sentGen = i.local.gen
 	msg := i.messageLocked(sess)
 	i.mu.Unlock()
@@ -64,7 +64,7 @@ func (h handler) Received(c *tendril.Context, msg []byte) {
 		i.stats.ignored.Add(1)
 		return
 	}
-	if !p.recv.allow(now, i.recvRate) {
+	if !p.recv.Allow(now, i.recvRate) {
 		p.dropped++
 		i.stats.dropped.Add(1)
 		if p.dropped > i.cfg.MaxDropped {

@@ -9,6 +9,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/addrbook"
+	"github.com/tendril-p2p/tendril/internal/ratelimit"
 	"github.com/tendril-p2p/tendril/peerrecord"
 	"github.com/tendril-p2p/tendril/secio"
 )
@@ -23,10 +24,13 @@ const (
 // and learns the same of each. Create it with New; Close it before or with its Service.
 // All methods are safe for concurrent use.
 type Identify struct {
-	svc                *tendril.Service
-	cfg                Config
-	sub                *tendril.Subscription
-	recvRate, pushRate rate
+	svc *tendril.Service
+	cfg Config
+	sub *tendril.Subscription
+	// One token bucket shape for both directions: received updates are checked against
+	// recvRate before any parsing, and this node paces its own pushes with pushRate so
+	// that they stay within what a peer with the same configuration accepts.
+	recvRate, pushRate ratelimit.Rate
 
 	mu     sync.Mutex
 	local  local                      // guarded by mu
@@ -61,15 +65,15 @@ type peer struct {
 	c     *tendril.Context // the open stream; nil once it ended
 	group addrbook.Group   // of the session's remote address: the observer's group
 
-	recv    bucket // updates accepted from the peer
-	dropped int    // updates dropped by recv
-	err     error  // why the stream was closed; then nothing more is read
+	recv    ratelimit.Bucket // updates accepted from the peer
+	dropped int              // updates dropped by recv
+	err     error            // why the stream was closed; then nothing more is read
 
 	info    Info   // the last accepted update; Record nil before the first
 	lastRaw []byte // the record bytes of info, to skip verifying them again
 
-	push    bucket // this node's messages to the peer
-	sentGen uint64 // the local gen the peer was last sent; 0: must be sent
+	push    ratelimit.Bucket // this node's messages to the peer
+	sentGen uint64           // the local gen the peer was last sent; 0: must be sent
 }
 
 // New starts identify on svc: it registers ProtocolName (opened by the dialling side

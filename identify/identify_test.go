@@ -197,7 +197,7 @@ func TestPushPaced(t *testing.T) {
 	})
 	elapsed := time.Since(start)
 	r := b.id.pushRate
-	if max := uint64(r.burst) + uint64(elapsed/r.interval) + 1; b.id.Stats().Sent > max {
+	if max := uint64(r.Burst) + uint64(elapsed/r.Interval) + 1; b.id.Stats().Sent > max {
 		t.Errorf("%d messages sent in %v, pace allows %d", b.id.Stats().Sent, elapsed, max)
 	}
 	if s := a.id.Stats(); s.Dropped != 0 {

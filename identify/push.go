@@ -76,8 +76,8 @@ func (i *Identify) push(now time.Time) time.Time {
 		if p.c == nil || p.err != nil || p.sentGen == i.local.gen {
 			continue
 		}
-		if !p.push.allow(now, i.pushRate) {
-			if t := p.push.next(i.pushRate); next.IsZero() || t.Before(next) {
+		if !p.push.Allow(now, i.pushRate) {
+			if t := p.push.Next(i.pushRate); next.IsZero() || t.Before(next) {
 				next = t
 			}
 			continue

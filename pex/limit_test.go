@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tendril-p2p/tendril/internal/ratelimit"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -24,29 +25,30 @@ func peerN(n int) secio.PeerID {
 }
 
 func TestBucket(t *testing.T) {
-	b := newBucket(t0, 2)
+	r := ratelimit.Rate{Burst: 2, Interval: 30 * time.Second}
+	var b ratelimit.Bucket
 	for i := range 2 {
-		if !b.take(t0, 30*time.Second, 2) {
+		if !b.Allow(t0, r) {
 			t.Fatalf("a full bucket of 2 refused take %d", i+1)
 		}
 	}
-	if b.take(t0.Add(29*time.Second), 30*time.Second, 2) {
+	if b.Allow(t0.Add(29*time.Second), r) {
 		t.Fatal("a third take before the interval")
 	}
-	if !b.take(t0.Add(30*time.Second), 30*time.Second, 2) {
+	if !b.Allow(t0.Add(30*time.Second), r) {
 		t.Fatal("no token after the interval")
 	}
 	// Idle for long: at most the burst.
 	now := t0.Add(time.Hour)
 	n := 0
-	for b.take(now, 30*time.Second, 2) {
+	for b.Allow(now, r) {
 		n++
 	}
 	if n != 2 {
 		t.Fatalf("%d tokens after an hour, want the burst 2", n)
 	}
 	// A clock that goes back refills nothing.
-	if b.take(t0, 30*time.Second, 2) {
+	if b.Allow(t0, r) {
 		t.Fatal("a token from a clock going back")
 	}
 }
@@ -80,7 +82,7 @@ func TestServeLimiter(t *testing.T) {
 	if want := c.MaxAnswersPerSecond * globalBurstSeconds; got != want {
 		t.Fatalf("1,000 identities at once got %d answers, want %d", got, want)
 	}
-	if n := s.peers.len(); n != 4 {
+	if n := s.peers.Len(); n != 4 {
 		t.Fatalf("%d peers tracked, bound 4", n)
 	}
 	if !s.allow(t0.Add(time.Second), peerN(5000)) {
@@ -101,14 +103,14 @@ func TestServeLimiter(t *testing.T) {
 }
 
 func TestLRU(t *testing.T) {
-	l := newLRU[int](3)
+	l := ratelimit.NewLRU[secio.PeerID, int](3)
 	for i := range 3 {
-		*l.getOrAdd(peerN(i), func() int { return i }) += 10
+		*l.GetOrAdd(peerN(i)) += 10 + i
 	}
-	l.get(peerN(0)) // 1 is now the least recently used
-	l.getOrAdd(peerN(3), func() int { return 3 })
-	if l.len() != 3 || l.get(peerN(1)) != nil || l.get(peerN(0)) == nil || *l.get(peerN(2)) != 12 {
-		t.Fatalf("after an eviction: len %d, 1 kept %v, 0 kept %v", l.len(), l.get(peerN(1)) != nil, l.get(peerN(0)) != nil)
+	l.Get(peerN(0)) // 1 is now the least recently used
+	*l.GetOrAdd(peerN(3)) = 3
+	if l.Len() != 3 || l.Get(peerN(1)) != nil || l.Get(peerN(0)) == nil || *l.Get(peerN(2)) != 12 {
+		t.Fatalf("after an eviction: len %d, 1 kept %v, 0 kept %v", l.Len(), l.Get(peerN(1)) != nil, l.Get(peerN(0)) != nil)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/tendril-p2p/tendril/addrbook"
 	"github.com/tendril-p2p/tendril/internal/defaults"
+	"github.com/tendril-p2p/tendril/internal/ratelimit"
 )
 
 // Defaults of Config. docs/RELIABILITY.md ("Reachability") says why these values.
@@ -119,6 +120,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// serveRate is the per-requester rate a server allows, and the pace at which this node
+// asks each server (assumed to run the same defaults).
+func (c *Config) serveRate() ratelimit.Rate {
+	return ratelimit.Rate{Burst: c.ServeBurst, Interval: c.ServeInterval}
 }
 
 // setDefaults fills the zero fields.

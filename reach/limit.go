@@ -3,29 +3,9 @@ package reach
 import (
 	"net/netip"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/ratelimit"
 )
-
-// gcra is a token bucket kept as the one instant at which it is full again (the generic
-// cell rate algorithm): a take is allowed while that instant is at most span ahead of
-// now, and moves it one interval on. The zero gcra is full.
-type gcra struct{ full time.Time }
-
-// take takes a token at now if the bucket (burst = span/every) has one.
-func (g *gcra) take(now time.Time, every, span time.Duration) bool {
-	at := g.full
-	if at.Before(now) {
-		at = now
-	}
-	next := at.Add(every)
-	if next.Sub(now) > span {
-		return false
-	}
-	g.full = next
-	return true
-}
-
-// give returns a token taken at now.
-func (g *gcra) give(every time.Duration) { g.full = g.full.Add(-every) }
 
 // serveLimiter decides which dial-back requests a server serves and how many dials it
 // starts: per requester key (an IPv4 address, an IPv6 /64) a bucket of burst requests
@@ -35,22 +15,21 @@ func (g *gcra) give(every time.Duration) { g.full = g.full.Add(-every) }
 // none is full a new requester is refused (ErrBusy) rather than one forgotten early: a
 // forgotten requester would come back with a full bucket. Not safe for concurrent use.
 type serveLimiter struct {
-	every, span time.Duration // per requester
-	maxKeys     int
-	keys        map[netip.Prefix]*gcra
+	rate    ratelimit.Rate // per requester
+	maxKeys int
+	keys    map[netip.Prefix]ratelimit.Bucket
 
-	dialEvery, dialSpan time.Duration
-	dials               gcra
-	maxConc, running    int
+	dialRate         ratelimit.Rate
+	dials            ratelimit.Bucket
+	maxConc, running int
 }
 
 func newServeLimiter(c *Config) *serveLimiter {
-	de := time.Second / time.Duration(c.DialRate)
 	return &serveLimiter{
-		every: c.ServeInterval, span: time.Duration(c.ServeBurst) * c.ServeInterval,
-		maxKeys: c.MaxTrackedIPs, keys: make(map[netip.Prefix]*gcra),
-		dialEvery: de, dialSpan: 2 * time.Duration(c.DialRate) * de,
-		maxConc: c.MaxConcurrentDials,
+		rate:    c.serveRate(),
+		maxKeys: c.MaxTrackedIPs, keys: make(map[netip.Prefix]ratelimit.Bucket),
+		dialRate: ratelimit.PerSecond(c.DialRate, 2*c.DialRate),
+		maxConc:  c.MaxConcurrentDials,
 	}
 }
 
@@ -68,43 +47,32 @@ func requesterKey(ip netip.Addr) netip.Prefix {
 // admit charges one request to key at now: nil, ErrRateLimited, or ErrBusy when the
 // limiter tracks maxKeys requesters already.
 func (l *serveLimiter) admit(now time.Time, key netip.Prefix) error {
-	g := l.keys[key]
-	if g == nil {
+	b, ok := l.keys[key]
+	if !ok && len(l.keys) >= l.maxKeys {
+		ratelimit.DropFull(l.keys, now)
 		if len(l.keys) >= l.maxKeys {
-			l.dropFull(now)
-			if len(l.keys) >= l.maxKeys {
-				return ErrBusy
-			}
+			return ErrBusy
 		}
-		g = &gcra{}
-		l.keys[key] = g
 	}
-	if !g.take(now, l.every, l.span) {
+	if !b.Allow(now, l.rate) {
 		return ErrRateLimited
 	}
+	l.keys[key] = b
 	return nil
 }
 
 // refund gives key back the request admit charged, when none of its dials could start:
 // it was refused for others' load, not its own asking.
 func (l *serveLimiter) refund(key netip.Prefix) {
-	if g := l.keys[key]; g != nil {
-		g.give(l.every)
-	}
-}
-
-// dropFull forgets the requesters whose bucket is full at now.
-func (l *serveLimiter) dropFull(now time.Time) {
-	for k, g := range l.keys {
-		if !g.full.After(now) {
-			delete(l.keys, k)
-		}
+	if b, ok := l.keys[key]; ok {
+		b.Refund(l.rate)
+		l.keys[key] = b
 	}
 }
 
 // startDial takes a dial slot at now, if one is free and the global rate allows.
 func (l *serveLimiter) startDial(now time.Time) bool {
-	if l.running >= l.maxConc || !l.dials.take(now, l.dialEvery, l.dialSpan) {
+	if l.running >= l.maxConc || !l.dials.Allow(now, l.dialRate) {
 		return false
 	}
 	l.running++

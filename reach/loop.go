@@ -160,7 +160,7 @@ func (r *Reach) planLocked(sess *tendril.Session, now time.Time) (ask, bool) {
 		srv = &serverState{}
 		r.servers[peer] = srv
 	}
-	if !srv.pace.take(now, r.cfg.ServeInterval, time.Duration(r.cfg.ServeBurst)*r.cfg.ServeInterval) {
+	if !srv.pace.Allow(now, r.cfg.serveRate()) {
 		return ask{}, false
 	}
 	srv.inFlight = true

@@ -12,6 +12,7 @@ import (
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/addrbook"
 	"github.com/tendril-p2p/tendril/identify"
+	"github.com/tendril-p2p/tendril/internal/ratelimit"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -73,7 +74,7 @@ type addrState struct {
 // (the server's own default limit), whether one is in flight, and the session on which
 // it did not serve the protocol.
 type serverState struct {
-	pace        gcra
+	pace        ratelimit.Bucket
 	inFlight    bool
 	unsupported *tendril.Session
 }

@@ -4,70 +4,13 @@ package relay
 // circuits it takes. The Relay calls them under its lock.
 
 import (
-	"container/list"
 	"net/netip"
 	"time"
 
 	"github.com/tendril-p2p/tendril/internal/admit"
+	"github.com/tendril-p2p/tendril/internal/ratelimit"
 	"github.com/tendril-p2p/tendril/secio"
 )
-
-// bucket is a token bucket: up to burst tokens, rate more per second.
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func newBucket(now time.Time, burst int) bucket { return bucket{tokens: float64(burst), last: now} }
-
-// take refills the bucket for the time since its last use and takes a token if there is
-// one. A clock that went back refills nothing.
-func (b *bucket) take(now time.Time, rate float64, burst int) bool {
-	if d := now.Sub(b.last); d > 0 {
-		b.tokens = min(float64(burst), b.tokens+d.Seconds()*rate)
-		b.last = now
-	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
-
-// peerBuckets keeps the request buckets of at most max peers; one more forgets the least
-// recently used, who comes back with a full bucket (the global buckets bound what a swarm
-// of identities gets).
-type peerBuckets struct {
-	max   int
-	items map[secio.PeerID]*list.Element
-	order list.List // front: most recently used; values are *peerBucket
-}
-
-type peerBucket struct {
-	peer secio.PeerID
-	b    bucket
-}
-
-func newPeerBuckets(max int) *peerBuckets {
-	return &peerBuckets{max: max, items: make(map[secio.PeerID]*list.Element)}
-}
-
-// take takes a token from peer's bucket.
-func (p *peerBuckets) take(now time.Time, peer secio.PeerID, rate float64, burst int) bool {
-	e := p.items[peer]
-	if e != nil {
-		p.order.MoveToFront(e)
-	} else {
-		if len(p.items) >= p.max {
-			old := p.order.Back()
-			p.order.Remove(old)
-			delete(p.items, old.Value.(*peerBucket).peer)
-		}
-		e = p.order.PushFront(&peerBucket{peer: peer, b: newBucket(now, burst)})
-		p.items[peer] = e
-	}
-	return e.Value.(*peerBucket).b.take(now, rate, burst)
-}
 
 // reservation is one peer's slot on the relay, valid while its session is the one it was
 // made on and until it expires.
@@ -93,25 +36,35 @@ type ledger struct {
 	circuits int
 	perPeer  map[secio.PeerID]int // circuits each peer is an end of
 
-	requests    *peerBuckets // every hop request, per peer
-	reserveRate bucket       // new reservations, everyone
-	connectRate bucket       // circuit requests, everyone
+	// Every hop request, per peer: at most MaxTrackedPeers of them, the least recently
+	// used forgotten, who comes back with a full bucket (the global buckets bound what a
+	// swarm of identities gets).
+	requests    *ratelimit.LRU[secio.PeerID, ratelimit.Bucket]
+	reserves    ratelimit.Bucket // new reservations, everyone
+	connects    ratelimit.Bucket // circuit requests, everyone
+	requestRate ratelimit.Rate
+	reserveRate ratelimit.Rate
+	connectRate ratelimit.Rate
 }
 
-func newLedger(now time.Time, cfg *RelayConfig) *ledger {
+// newLedger returns the ledger of cfg with every bucket full. Its first argument, the
+// time the buckets start full, is unused since a zero ratelimit.Bucket is full at any
+// time; the signature is the one the package's tests call.
+func newLedger(_ time.Time, cfg *RelayConfig) *ledger {
 	return &ledger{
 		cfg: cfg,
 		res: make(map[secio.PeerID]reservation), perIP: make(map[netip.Addr]int), perSubnet: make(map[netip.Prefix]int),
 		perPeer:     make(map[secio.PeerID]int),
-		requests:    newPeerBuckets(cfg.MaxTrackedPeers),
-		reserveRate: newBucket(now, cfg.ReservationBurst),
-		connectRate: newBucket(now, cfg.ConnectBurst),
+		requests:    ratelimit.NewLRU[secio.PeerID, ratelimit.Bucket](cfg.MaxTrackedPeers),
+		requestRate: ratelimit.Rate{Burst: cfg.RequestBurst, Interval: cfg.RequestInterval},
+		reserveRate: ratelimit.PerSecond(cfg.ReservationRate, cfg.ReservationBurst),
+		connectRate: ratelimit.PerSecond(cfg.ConnectRate, cfg.ConnectBurst),
 	}
 }
 
 // request takes peer's token for one hop request.
 func (l *ledger) request(now time.Time, peer secio.PeerID) bool {
-	return l.requests.take(now, peer, 1/l.cfg.RequestInterval.Seconds(), l.cfg.RequestBurst)
+	return l.requests.GetOrAdd(peer).Allow(now, l.requestRate)
 }
 
 // capped reports whether per-IP and per-subnet caps apply to ip: an IP address that is
@@ -136,7 +89,7 @@ func (l *ledger) reserve(now time.Time, peer secio.PeerID, session uint64, ip ne
 			return time.Time{}, ErrReservationRefused
 		}
 	}
-	if !l.reserveRate.take(now, float64(l.cfg.ReservationRate), l.cfg.ReservationBurst) {
+	if !l.reserves.Allow(now, l.reserveRate) {
 		return time.Time{}, ErrRateLimited
 	}
 	l.add(peer, reservation{session: session, ip: ip, expires: expires})
@@ -211,7 +164,7 @@ func (l *ledger) openCircuit(now time.Time, src, dst secio.PeerID) error {
 	if l.circuits >= l.cfg.MaxCircuits || l.perPeer[src] >= l.cfg.MaxCircuitsPerPeer || l.perPeer[dst] >= l.cfg.MaxCircuitsPerPeer {
 		return ErrResourceLimit
 	}
-	if !l.connectRate.take(now, float64(l.cfg.ConnectRate), l.cfg.ConnectBurst) {
+	if !l.connects.Allow(now, l.connectRate) {
 		return ErrRateLimited
 	}
 	l.circuits++

@@ -139,22 +139,23 @@ func TestLedgerCircuits(t *testing.T) {
 // beyond the cap.
 func TestPeerBuckets(t *testing.T) {
 	now := time.Unix(1000, 0)
-	pb := newPeerBuckets(2)
+	cfg := RelayConfig{MaxTrackedPeers: 2, RequestBurst: 2, RequestInterval: time.Second}.withDefaults()
+	pb := newLedger(now, &cfg)
 	a, b, c := testPeer(t), testPeer(t), testPeer(t)
 	for range 2 {
-		if !pb.take(now, a, 1, 2) {
+		if !pb.request(now, a) {
 			t.Fatal("refused within the burst")
 		}
 	}
-	if pb.take(now, a, 1, 2) {
+	if pb.request(now, a) {
 		t.Fatal("a third request within the burst passed")
 	}
-	pb.take(now, b, 1, 2)
-	pb.take(now, c, 1, 2) // forgets a
-	if len(pb.items) != 2 || pb.items[a] != nil {
-		t.Fatalf("%d peers kept", len(pb.items))
+	pb.request(now, b)
+	pb.request(now, c) // forgets a
+	if pb.requests.Len() != 2 || pb.requests.Get(a) != nil {
+		t.Fatalf("%d peers kept", pb.requests.Len())
 	}
-	if !pb.take(now.Add(time.Second), b, 1, 2) {
+	if !pb.request(now.Add(time.Second), b) {
 		t.Fatal("no refill")
 	}
 }
