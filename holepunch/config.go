@@ -19,6 +19,8 @@ const (
 	DefaultMaxConcurrent  = 8
 	DefaultMaxAddrs       = 8
 	DefaultStreamTimeout  = 10 * time.Second
+	DefaultAttemptRate    = 2 // attempts a second, both roles, after a burst of DefaultAttemptBurst
+	DefaultAttemptBurst   = 8
 )
 
 // maxTrackedPeers bounds the peers whose attempts the limiter remembers.
@@ -48,6 +50,13 @@ type Config struct {
 	// MaxConcurrent bounds the punches in flight, in both roles. Default
 	// DefaultMaxConcurrent.
 	MaxConcurrent int
+	// AttemptRate bounds the attempts a second in total, in both roles, after a burst of
+	// AttemptBurst: identities cost nothing, so the per-peer limit alone would let many
+	// relayed strangers make this node dial at MaxConcurrent's pace. An attempt this node
+	// starts waits for a token; one it is asked for is refused without one. Defaults
+	// DefaultAttemptRate and DefaultAttemptBurst.
+	AttemptRate  int
+	AttemptBurst int
 	// MaxAddrs bounds the addresses sent, and those accepted and dialled, per attempt.
 	// Default DefaultMaxAddrs; at most 32.
 	MaxAddrs int
@@ -62,7 +71,7 @@ type Config struct {
 // Validate reports a Config that New refuses: negative values, MaxAddrs over 32.
 func (c Config) Validate() error {
 	switch {
-	case c.MaxAttempts < 0, c.AttemptTimeout < 0, c.AttemptWindow < 0, c.MaxConcurrent < 0,
+	case c.MaxAttempts < 0, c.AttemptTimeout < 0, c.AttemptWindow < 0, c.MaxConcurrent < 0, c.AttemptRate < 0, c.AttemptBurst < 0,
 		c.MaxAddrs < 0, c.StreamTimeout < 0:
 		return fmt.Errorf("%w: negative value", ErrInvalidConfig)
 	case c.MaxAddrs > 32:
@@ -74,6 +83,8 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	defaults.Set(&c.MaxAttempts, DefaultMaxAttempts)
 	defaults.Set(&c.MaxConcurrent, DefaultMaxConcurrent)
+	defaults.Set(&c.AttemptRate, DefaultAttemptRate)
+	defaults.Set(&c.AttemptBurst, DefaultAttemptBurst)
 	defaults.Set(&c.MaxAddrs, DefaultMaxAddrs)
 	defaults.Set(&c.AttemptTimeout, DefaultAttemptTimeout)
 	defaults.Set(&c.AttemptWindow, DefaultAttemptWindow)

@@ -44,7 +44,8 @@
 // # Bounds
 //
 // A peer can make this node dial only through a relayed session (a relay's limits apply),
-// at most MaxAttempts attempts per AttemptWindow and one at a time per peer, at most
+// at most MaxAttempts attempts per AttemptWindow and one at a time per peer, AttemptRate a
+// second in all after a burst of AttemptBurst, at most
 // MaxConcurrent punches in flight in total, each attempt dialling at most MaxAddrs
 // addresses that Allow accepts (public IPs by default) for at most AttemptTimeout. The
 // peers tracked for the per-peer limit are bounded by maxTrackedPeers.

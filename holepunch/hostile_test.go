@@ -162,3 +162,24 @@ func TestBusyRefused(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestGlobalAttemptRate: past the global burst, requests are refused unread whatever
+// peer asks (identities cost nothing, so the per-peer limit alone does not bound them).
+func TestGlobalAttemptRate(t *testing.T) {
+	_, s, victim := attackerOn(t, Config{MaxAttempts: 100, AttemptWindow: time.Nanosecond,
+		AttemptRate: 1, AttemptBurst: 3, AttemptTimeout: 100 * time.Millisecond})
+	// The victim's own punch (refused: the attacker does not serve the protocol) takes one.
+	waitFor(t, "the victim's own punch to end", 10*time.Second, func() bool { return victim.Stats().Failed == 1 })
+	req := appendConnect(nil, connectMsg{addrs: []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/1")}}, 8)
+	sync := appendMsg(nil, []byte{msgSync})
+	served := 0
+	for range 6 {
+		if len(exchange(t, s, req, sync)) > 0 {
+			served++
+		}
+	}
+	// 2 tokens left of the burst, and at most one more from a second's refill.
+	if served < 2 || served > 3 {
+		t.Fatalf("%d of 6 requests served, want 2 or 3: %+v", served, victim.Stats())
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tendril-p2p/tendril"
 	"github.com/tendril-p2p/tendril/identify"
+	"github.com/tendril-p2p/tendril/internal/ratelimit"
 	"github.com/tendril-p2p/tendril/protocol"
 	"github.com/tendril-p2p/tendril/reach"
 	"github.com/tendril-p2p/tendril/secio"
@@ -53,6 +54,7 @@ type Puncher struct {
 
 	mu      sync.Mutex
 	limit   *limiter                     // guarded by mu: the attempts peers ask for
+	global  ratelimit.Bucket             // guarded by mu: all attempts, both roles (AttemptRate)
 	reports map[secio.PeerID]*PeerReport // guarded by mu: peers with a session
 	punched map[uint64]struct{}          // guarded by mu: relayed sessions already punched or being punched
 	closed  bool                         // guarded by mu
@@ -224,6 +226,9 @@ func (p *Puncher) initiate(s *tendril.Session) {
 		if p.direct(peer) {
 			break
 		}
+		if !p.waitToken(s) {
+			return
+		}
 		p.stats.attempts.Add(1)
 		rtt, err := p.attemptAsInitiator(s)
 		p.update(peer, func(r *PeerReport) { r.Attempts, r.RelayedRTT, r.Err, r.At = attempt, rtt, err, p.now() })
@@ -250,6 +255,32 @@ func (p *Puncher) initiate(s *tendril.Session) {
 	}
 	if !p.direct(peer) {
 		p.stats.failed.Add(1)
+	}
+}
+
+func (p *Puncher) rate() ratelimit.Rate {
+	return ratelimit.PerSecond(p.cfg.AttemptRate, p.cfg.AttemptBurst)
+}
+
+// waitToken waits for a token of the global attempt rate; false if the Puncher or s
+// ended first.
+func (p *Puncher) waitToken(s *tendril.Session) bool {
+	for {
+		p.mu.Lock()
+		now := p.now()
+		ok := p.global.Allow(now, p.rate())
+		next := p.global.Next(p.rate())
+		p.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-time.After(next.Sub(now)):
+		case <-p.ctx.Done():
+			return false
+		case <-s.Done():
+			return false
+		}
 	}
 }
 
@@ -308,7 +339,11 @@ func (p *Puncher) serve(c *tendril.Context, _ string, st net.Conn) {
 		return // nothing to punch: the stream closes
 	}
 	p.mu.Lock()
-	ok := !p.closed && p.limit.take(peer, p.now())
+	now := p.now()
+	ok := !p.closed && p.global.Next(p.rate()).Compare(now) <= 0 && p.limit.take(peer, now)
+	if ok {
+		p.global.Allow(now, p.rate())
+	}
 	p.mu.Unlock()
 	if !ok {
 		p.stats.refused.Add(1)
