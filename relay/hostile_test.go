@@ -269,8 +269,10 @@ func TestDataFlood(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("the flooding session still lives after %d bytes", sent)
 	}
-	if !errors.Is(sess.Err(), ErrCircuitBytes) {
-		t.Fatalf("the flooding dialer's session ended with %v, want ErrCircuitBytes", sess.Err())
+	// The relay's notice says why; once in about 40 runs the target's own close (it got its
+	// notice first) reaches the dialer before, and the relay's count below still says why.
+	if err := sess.Err(); !errors.Is(err, ErrCircuitBytes) && !errors.Is(err, tendril.ErrPeerClosed) {
+		t.Fatalf("the flooding dialer's session ended with %v, want ErrCircuitBytes", err)
 	}
 	waitFor(t, "B's session with C to end", func() bool { return tr.b.svc.Session(tr.c.svc.ID()) == nil })
 	stats := tr.relay.Stats()
