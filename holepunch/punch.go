@@ -231,7 +231,14 @@ func (p *Puncher) initiate(s *tendril.Session) {
 		}
 		p.stats.attempts.Add(1)
 		rtt, err := p.attemptAsInitiator(s)
-		p.update(peer, func(r *PeerReport) { r.Attempts, r.RelayedRTT, r.Err, r.At = attempt, rtt, err, p.now() })
+		if err != nil && p.direct(peer) {
+			err = nil // the direct session came up while the stream failed (see record)
+		}
+		// Each update says whose the report is: a report dropped meanwhile (the peer had no
+		// session for a moment, as when its relayed session is replaced) is made anew.
+		p.update(peer, func(r *PeerReport) {
+			r.Role, r.Attempts, r.RelayedRTT, r.Err, r.At = RoleInitiator, attempt, rtt, err, p.now()
+		})
 		if err == nil {
 			took := p.now().Sub(s.OpenedAt())
 			p.stats.punched.Add(1)
@@ -372,7 +379,7 @@ func (p *Puncher) serve(c *tendril.Context, _ string, st net.Conn) {
 		theirs, err = parseConnect(body, p.cfg.MaxAddrs)
 	}
 	if err != nil {
-		p.record(peer, RoleResponder, time.Time{}, err)
+		p.record(peer, RoleResponder, c.Session().OpenedAt(), err)
 		return
 	}
 	own := p.ownConnect()
@@ -384,7 +391,7 @@ func (p *Puncher) serve(c *tendril.Context, _ string, st net.Conn) {
 		err = fmt.Errorf("%w: want SYNC", ErrMalformed)
 	}
 	if err != nil {
-		p.record(peer, RoleResponder, time.Time{}, err)
+		p.record(peer, RoleResponder, c.Session().OpenedAt(), err)
 		return
 	}
 	addrs := p.dialable(theirs.addrs)
@@ -397,7 +404,14 @@ func (p *Puncher) serve(c *tendril.Context, _ string, st net.Conn) {
 }
 
 // record notes the outcome of an attempt this node answered.
+//
+// A direct session with the peer makes it a success whatever the stream said: the
+// initiator's attempt can reach this node's listener and replace the relayed session,
+// closing the stream, before SYNC is read here.
 func (p *Puncher) record(peer secio.PeerID, role Role, relayedSince time.Time, err error) {
+	if err != nil && p.direct(peer) {
+		err = nil
+	}
 	p.update(peer, func(r *PeerReport) {
 		if r.Role != role {
 			*r = PeerReport{Peer: peer, Role: role}
