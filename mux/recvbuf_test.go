@@ -54,15 +54,15 @@ func TestRecvBufOrder(t *testing.T) {
 func TestRecvBufSmallFrames(t *testing.T) {
 	var b recvBuf
 	fill(&b, []byte("answer"))
-	if len(b.chunks) != 1 || cap(b.chunks[0]) != chunkClasses[0] {
-		t.Fatalf("6 bytes took a chunk of %d", cap(b.chunks[0]))
+	if len(b.chunks) != 1 || cap(b.chunks[0].b) != chunkClasses[0] {
+		t.Fatalf("6 bytes took a chunk of %d", cap(b.chunks[0].b))
 	}
 	for range 100000 {
 		fill(&b, []byte{1})
 	}
 	held := 0
 	for _, c := range b.chunks {
-		held += cap(c)
+		held += cap(c.b)
 	}
 	if held > b.Len()+chunkSize {
 		t.Fatalf("%d bytes held for %d bytes of data", held, b.Len())
