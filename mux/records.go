@@ -54,6 +54,7 @@ type slab struct {
 type slabs struct {
 	mu     sync.Mutex
 	slack  int64 // what every live slab still holds reserved (the sum of their slack)
+	live   int64 // the size of every live slab (tests compare it with the budget)
 	closed bool  // the session closed: slack was given back, and no more is taken
 }
 
@@ -92,6 +93,7 @@ func (s *Session) newSlab(n int) *slab {
 		return nil
 	}
 	sl.slack += int64(size)
+	sl.live += int64(size)
 	sl.mu.Unlock()
 	b, _ := slabPools[class].Get().(*slab)
 	if b == nil {
@@ -118,6 +120,7 @@ func (b *slab) unref() {
 		sl.slack -= slack
 		s.budget.release(slack)
 	}
+	sl.live -= int64(len(b.buf))
 	sl.mu.Unlock()
 	b.owner = nil
 	class, _ := slabClass(len(b.buf))

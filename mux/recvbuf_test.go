@@ -16,27 +16,47 @@ func fill(b *recvBuf, p []byte) {
 	}
 }
 
-// TestRecvBufOrder writes frames of random sizes and reads them back in pieces of random
-// sizes: the bytes come out in order, and an empty buffer holds no chunk.
+// TestRecvBufOrder writes frames of random sizes, copied into chunks or pushed as segments
+// of slabs (records.go), and reads them back in pieces of random sizes: the bytes come out
+// in order, what the buffer holds is the size of its pieces, and an empty buffer holds no
+// piece and keeps no slab alive.
 func TestRecvBufOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	s := &Session{budget: NewBudget(1<<30, nil)}
 	var b recvBuf
 	var want, got []byte
-	for range 500 {
-		if rng.IntN(2) == 0 {
+	for range 1000 {
+		switch rng.IntN(3) {
+		case 0, 1:
 			p := make([]byte, rng.IntN(40<<10))
 			for i := range p {
 				p[i] = byte(rng.Uint32())
 			}
-			fill(&b, p)
 			want = append(want, p...)
-		} else {
+			if rng.IntN(2) == 0 || len(p) == 0 {
+				fill(&b, p)
+				break
+			}
+			sl := s.newSlab(len(p) + 100)
+			seg := sl.buf[50 : 50+len(p) : 50+len(p)]
+			copy(seg, p)
+			sl.refs.Add(1)
+			b.push(seg, sl)
+			sl.unref() // the parser's reference
+		case 2:
 			p := make([]byte, rng.IntN(50<<10))
 			n := b.Read(p)
 			got = append(got, p[:n]...)
 		}
 		if b.Len() != len(want)-len(got) {
 			t.Fatalf("Len %d, want %d", b.Len(), len(want)-len(got))
+		}
+		held := 0
+		for _, p := range b.chunks {
+			held += cap(p.b)
+		}
+		if held != b.held {
+			t.Fatalf("held %d, the pieces' size %d", b.held, held)
 		}
 	}
 	rest := make([]byte, b.Len())
@@ -46,6 +66,9 @@ func TestRecvBufOrder(t *testing.T) {
 	}
 	if b.chunks != nil {
 		t.Fatalf("an empty buffer holds %d chunks", len(b.chunks))
+	}
+	if s.slabs.live != 0 || s.budget.Used() != 0 {
+		t.Fatalf("an empty buffer keeps %d bytes of slabs alive, %d reserved", s.slabs.live, s.budget.Used())
 	}
 }
 
