@@ -374,8 +374,9 @@ func (s *Session) NumStreams() int {
 	return s.live
 }
 
-// MemoryUsed returns the bytes the session has reserved from its memory budget: the
-// receive windows of its streams.
+// MemoryUsed returns the bytes the session has reserved from its memory budget: what its
+// streams buffer and the windows they have grown, and the buffers of the records it holds
+// (see Budget).
 func (s *Session) MemoryUsed() int64 { return s.budget.Used() }
 
 // LocalAddr returns the local address of the underlying connection.
