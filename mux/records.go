@@ -17,12 +17,13 @@ import (
 // so that a few bytes never keep a large slab alive.
 //
 // What the slabs hold is charged to the session's budget: a slab is reserved whole before
-// the record is read into it; a segment handed to a stream becomes part of what the stream
-// holds (its reservation takes over that much of the slab's), and the rest of the slab
-// (its frame headers, the frames copied or dropped, its size class's rounding: the slack)
-// stays charged until the last segment is read and the slab goes back to its pool. A slab
-// the budget refuses is not made: that record is read through the connection's own buffer
-// instead, as over a plain connection.
+// the record is read into it, and stays reserved whole until the last of its references
+// (the parser's, a segment's) goes and the slab goes back to its pool. A segment is part of
+// its slab's reservation, not of its stream's: while any segment is held, every byte of its
+// slab is (a segment read, or dropped with its stream, does not free its bytes while
+// another segment keeps the slab alive), so the reservation is the slab's, released once,
+// by its last holder. A slab the budget refuses is not made: that record is read through
+// the connection's own buffer instead, as over a plain connection.
 
 // recordReader is a connection whose input arrives in records: NextRecord waits for the
 // next one and returns the size of buffer a Read needs to take all of its data at once.
@@ -32,7 +33,8 @@ type recordReader interface {
 
 // shareMin is the smallest part of a data frame handed to a stream as a segment of its
 // slab; shorter parts are copied. A segment must also be at least 1/shareFraction of its
-// slab, so that the slack a segment keeps alive is at most a few times its own size.
+// slab, so that the rest of the slab that a segment keeps alive (and reserved) is at most a
+// few times its own size.
 const (
 	shareMin      = chunkSize
 	shareFraction = 8
@@ -43,19 +45,15 @@ type slab struct {
 	buf   []byte
 	owner *Session
 	// refs counts the parser (while the session has unparsed bytes in it) and every
-	// segment a stream holds.
+	// segment a stream holds; the last to let go gives the slab's reservation back.
 	refs atomic.Int32
-	// slack is the part of the slab's reservation no stream has taken over; guarded by
-	// owner.slabs.mu.
-	slack int64
 }
 
 // slabs is the session's record input state shared with streams and shutdown.
 type slabs struct {
 	mu     sync.Mutex
-	slack  int64 // what every live slab still holds reserved (the sum of their slack)
-	live   int64 // the size of every live slab (tests compare it with the budget)
-	closed bool  // the session closed: slack was given back, and no more is taken
+	live   int64 // the size of every live slab: reserved until the session closed
+	closed bool  // the session closed: live was given back, and no more is taken
 }
 
 // Slab sizes: the smallest is 1 KiB; above, sixteen classes per doubling, so that a slab
@@ -92,7 +90,6 @@ func (s *Session) newSlab(n int) *slab {
 		s.budget.release(int64(size))
 		return nil
 	}
-	sl.slack += int64(size)
 	sl.live += int64(size)
 	sl.mu.Unlock()
 	b, _ := slabPools[class].Get().(*slab)
@@ -100,27 +97,24 @@ func (s *Session) newSlab(n int) *slab {
 		b = &slab{buf: make([]byte, size)}
 	}
 	b.owner = s
-	b.slack = int64(size)
 	b.refs.Store(1)
 	return b
 }
 
-// unref drops a reference; the last one gives the slab's slack back and the slab to its
-// pool.
+// unref drops a reference; the last one gives the slab's reservation back and the slab to
+// its pool.
 func (b *slab) unref() {
 	if b.refs.Add(-1) > 0 {
 		return
 	}
 	s := b.owner
 	sl := &s.slabs
+	size := int64(len(b.buf))
 	sl.mu.Lock()
-	slack := b.slack
-	b.slack = 0
+	sl.live -= size
 	if !sl.closed {
-		sl.slack -= slack
-		s.budget.release(slack)
+		s.budget.release(size)
 	}
-	sl.live -= int64(len(b.buf))
 	sl.mu.Unlock()
 	b.owner = nil
 	class, _ := slabClass(len(b.buf))
@@ -128,14 +122,16 @@ func (b *slab) unref() {
 }
 
 // closeSlabs gives back what live slabs hold reserved, once the session has closed and its
-// streams have let go of their reservations; slabs still referenced are left to the
-// garbage collector.
+// streams have let go of their reservations (segments a stream still holds stay readable,
+// as its chunks do); slabs still referenced go back to their pools, unreserved, when their
+// last segment is read or dropped.
 func (s *Session) closeSlabs() {
 	sl := &s.slabs
 	sl.mu.Lock()
-	sl.closed = true
-	s.budget.release(sl.slack)
-	sl.slack = 0
+	if !sl.closed {
+		sl.closed = true
+		s.budget.release(sl.live)
+	}
 	sl.mu.Unlock()
 }
 
@@ -182,7 +178,8 @@ func (s *Session) parsed(k int) {
 	}
 }
 
-// dropInput lets go of the current record's slab, if any: parsed, or the session failed.
+// dropInput lets go of the current record's slab, if any: parsed, or the session failed or
+// closed.
 func (s *Session) dropInput() {
 	if s.in != nil {
 		s.in.unref()
@@ -192,27 +189,15 @@ func (s *Session) dropInput() {
 
 // shareLocked hands the next k bytes of the current record to st as a segment of its slab,
 // if k is large enough for that; otherwise it reports false and the caller copies them.
-// st's reservation takes over what of the slab's it needs to cover the segment; the rest of
-// the segment's share of the slab's reservation is given back. st.mu is held.
+// The segment stays charged as part of its slab (st's reservation does not cover it): the
+// slab's reservation goes back only once its last segment has. st.mu is held.
 func (s *Session) shareLocked(st *Stream, k int) bool {
 	b := s.in
 	if k < shareMin || k < len(b.buf)/shareFraction {
 		return false
 	}
-	take := max(int64(st.buf.held+k)-st.reserved, 0)
-	sl := &s.slabs
-	sl.mu.Lock()
-	if sl.closed {
-		sl.mu.Unlock()
-		return false
-	}
-	b.slack -= int64(k)
-	sl.slack -= int64(k)
-	sl.mu.Unlock()
-	st.reserved += take
-	s.budget.release(int64(k) - take)
 	b.refs.Add(1)
-	st.buf.push(s.in.buf[s.inR:s.inR+k:s.inR+k], b)
+	st.buf.push(b.buf[s.inR:s.inR+k:s.inR+k], b)
 	s.parsed(k)
 	return true
 }

@@ -409,3 +409,92 @@ func TestRecordSlabRefused(t *testing.T) {
 	}
 	waitFor(t, "the budget given back", func() bool { return s.MemoryUsed() == 0 && heldBytes(s) == 0 })
 }
+
+// TestRecordSegmentOutlivesOthers: a record split into two segments, one for a stream
+// nobody reads and one whose segment goes away (read, closed here, or reset by the peer;
+// or the first of two segments of one stream, read): the unread segment keeps the whole
+// slab alive, and all of it stays reserved until that segment goes too. A peer could
+// otherwise pin up to eight times what a stream it never lets anyone read is charged (a
+// segment may be an eighth of its slab), by sending the rest of each record to a stream
+// it resets.
+func TestRecordSegmentOutlivesOthers(t *testing.T) {
+	const slow, other = 40000, 200000
+	for _, how := range []string{"read", "closed", "reset by the peer", "same stream"} {
+		t.Run(how, func(t *testing.T) {
+			s, peer := newRecordPeer(t, nil)
+			if how == "same stream" {
+				// Stream 1's first segment is read, its second is not.
+				rec := append(hdr(typeData, flagSYN, 1, other), make([]byte, other)...)
+				rec = append(rec, hdr(typeData, 0, 1, slow)...)
+				rec = append(rec, make([]byte, slow)...)
+				_, size := slabClass(len(rec) + 1)
+				if _, err := peer.Write(rec); err != nil {
+					t.Fatal(err)
+				}
+				st, err := s.AcceptStream(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the frames", func() bool { return st.Buffered() == other+slow })
+				if segments(st) != 2 {
+					t.Fatalf("%d segments, want 2", segments(st))
+				}
+				if _, err := io.ReadFull(st, make([]byte, other)); err != nil {
+					t.Fatal(err)
+				}
+				if held, used := heldBytes(s), s.MemoryUsed(); held != int64(size) || used < held {
+					t.Fatalf("the session holds %d bytes (a %d-byte slab) and has %d reserved", held, size, used)
+				}
+				if _, err := io.ReadFull(st, make([]byte, slow)); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the budget given back", func() bool { return s.MemoryUsed() == 0 && heldBytes(s) == 0 })
+				return
+			}
+			rec := append(hdr(typeData, flagSYN, 1, slow), make([]byte, slow)...)
+			rec = append(rec, hdr(typeData, flagSYN, 3, other)...)
+			rec = append(rec, make([]byte, other)...)
+			_, size := slabClass(len(rec) + 1)
+			if slow < size/shareFraction {
+				t.Fatalf("a %d-byte frame is not shared from a %d-byte slab", slow, size)
+			}
+			if _, err := peer.Write(rec); err != nil {
+				t.Fatal(err)
+			}
+			sts := map[uint32]*Stream{}
+			for range 2 {
+				st, err := s.AcceptStream(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				sts[st.id] = st
+			}
+			a, b := sts[1], sts[3]
+			waitFor(t, "the frames", func() bool { return a.Buffered() == slow && b.Buffered() == other })
+			if segments(a) != 1 || segments(b) != 1 {
+				t.Fatalf("%d and %d segments, want one each", segments(a), segments(b))
+			}
+			switch how {
+			case "read":
+				if _, err := io.ReadFull(b, make([]byte, other)); err != nil {
+					t.Fatal(err)
+				}
+			case "closed":
+				b.Close()
+			case "reset by the peer":
+				if _, err := peer.Write(hdr(typeWindowUpdate, flagRST, 3, 0)); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the reset", func() bool { return segments(b) == 0 })
+			}
+			waitFor(t, "the other segment gone", func() bool { return segments(b) == 0 })
+			if held, used := heldBytes(s), s.MemoryUsed(); held != int64(size) || used < held {
+				t.Fatalf("the session holds %d bytes (a %d-byte slab) and has %d reserved", held, size, used)
+			}
+			if _, err := io.ReadFull(a, make([]byte, slow)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the budget given back", func() bool { return s.MemoryUsed() == 0 && heldBytes(s) == 0 })
+		})
+	}
+}

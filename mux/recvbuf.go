@@ -60,13 +60,14 @@ type recvBuf struct {
 	head    int  // read offset in chunks[0]
 	tail    int  // write offset in the last piece (a segment's is its length: it is full)
 	n       int  // bytes held
-	held    int  // the pieces' size in all: what the budget is charged for
+	held    int  // the chunks' size in all, which the stream's reservation covers (not segments)
 	filling bool // the receive goroutine is reading into the last chunk
 	dropped bool // free was called during a fill: free once it ends
 }
 
 // piece is part of a recvBuf: a pooled chunk (slab nil), or a segment of a slab. Every
-// piece but the last is full to its length; its capacity is what it holds of the budget.
+// piece but the last is full to its length. A chunk's capacity is what it holds of the
+// stream's reservation; a segment holds none of it (its slab's reservation covers it).
 type piece struct {
 	b    []byte
 	slab *slab
@@ -124,15 +125,14 @@ func (b *recvBuf) commit(k int) {
 	b.n += k
 }
 
-// push appends seg, a segment of slab that the caller has taken a reference to; it holds
-// len(seg) bytes of the budget (cap(seg) is len(seg)). A chunk it follows is cut to what
-// it holds: nothing more is put into it.
+// push appends seg, a segment of slab that the caller has taken a reference to (cap(seg)
+// is len(seg)); held does not count it. A chunk it follows is cut to what it holds:
+// nothing more is put into it.
 func (b *recvBuf) push(seg []byte, slab *slab) {
 	if last := len(b.chunks) - 1; last >= 0 {
 		b.chunks[last].b = b.chunks[last].b[:b.tail]
 	}
 	b.chunks = append(b.chunks, piece{b: seg, slab: slab})
-	b.held += cap(seg)
 	b.tail = len(seg)
 	b.n += len(seg)
 }
@@ -152,7 +152,9 @@ func (b *recvBuf) Read(p []byte) int {
 		total += k
 		p = p[k:]
 		if b.head == end && len(b.chunks) > 1 {
-			b.held -= cap(c)
+			if b.chunks[0].slab == nil {
+				b.held -= cap(c)
+			}
 			b.chunks[0].release()
 			b.chunks[0] = piece{}
 			b.chunks = b.chunks[1:]

@@ -18,8 +18,8 @@ func fill(b *recvBuf, p []byte) {
 
 // TestRecvBufOrder writes frames of random sizes, copied into chunks or pushed as segments
 // of slabs (records.go), and reads them back in pieces of random sizes: the bytes come out
-// in order, what the buffer holds is the size of its pieces, and an empty buffer holds no
-// piece and keeps no slab alive.
+// in order, what the buffer holds is the size of its chunks, every slab alive is reserved
+// whole, and an empty buffer holds no piece and keeps no slab alive.
 func TestRecvBufOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	s := &Session{budget: NewBudget(1<<30, nil)}
@@ -53,10 +53,15 @@ func TestRecvBufOrder(t *testing.T) {
 		}
 		held := 0
 		for _, p := range b.chunks {
-			held += cap(p.b)
+			if p.slab == nil {
+				held += cap(p.b)
+			}
 		}
 		if held != b.held {
-			t.Fatalf("held %d, the pieces' size %d", b.held, held)
+			t.Fatalf("held %d, the chunks' size %d", b.held, held)
+		}
+		if live := s.slabs.live; s.budget.Used() != live {
+			t.Fatalf("%d bytes of slabs alive, %d reserved", live, s.budget.Used())
 		}
 	}
 	rest := make([]byte, b.Len())
