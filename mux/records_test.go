@@ -498,3 +498,41 @@ func TestRecordSegmentOutlivesOthers(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordParsedAfterClose: a Read that held the read turn returns with the rest of its
+// record unparsed (a frame for the session behind its own), the turn stays free, and the
+// session closes: the record's slab goes back at once, not when the session is collected.
+func TestRecordParsedAfterClose(t *testing.T) {
+	c, peer := handWrittenPeer(t, handPeers[1].new)
+	st, err := c.OpenStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Write([]byte("q")); err != nil {
+		t.Fatal(err)
+	}
+	handOverWritten(t, c, st, peer)
+	done := blockedRead(t, st)
+	rec := append(hdr(typeData, 0, st.id, 1), 'x')
+	rec = append(rec, hdr(typePing, flagSYN, 0, 7)...)
+	if _, err := peer.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitErr(t, "Read", done); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the turn left", func() bool { return turnFree(c) })
+	c.slabs.mu.Lock()
+	live := c.slabs.live
+	c.slabs.mu.Unlock()
+	if live == 0 {
+		t.Skip("the record was parsed whole before the Read returned")
+	}
+	closeBoth(c, peer)
+	c.slabs.mu.Lock()
+	live = c.slabs.live
+	c.slabs.mu.Unlock()
+	if live != 0 {
+		t.Fatalf("a closed session keeps %d bytes of slabs alive", live)
+	}
+}
