@@ -21,6 +21,12 @@ const reserveFraction = 8
 //
 //   - data that arrives on a stream, chunk by chunk as it is buffered, and returned as the
 //     application reads it, so that an idle stream holds nothing;
+//   - over a connection read a record at a time (see the package documentation), each
+//     record's buffer, whole, from before the record is read until the last of it is let
+//     go: a large data frame stays in the record's buffer for its stream, and the whole
+//     buffer (its headers, the frames copied out, dropped or already read) stays counted
+//     while any frame in it is held unread (data a stream with a grown window holds there
+//     is thus counted twice, with the window);
 //   - a stream's whole window once it has grown (a stream moving bulk data keeps its window
 //     backed, so that it never has to be refused halfway), until the stream ends.
 //

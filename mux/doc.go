@@ -10,9 +10,9 @@
 //     window caps throughput on long paths: 1 MiB is 21 MB/s at 50 ms.
 //   - Memory budgets. What a peer sends is what it makes this side hold, so it is reserved
 //     from a per-session Budget (Config.MaxSessionMemory) and an optional shared one
-//     (Config.Memory) as it arrives, chunk by chunk, and given back as the application
-//     reads it: an idle stream, or a stream the peer opened and never sent on, holds
-//     nothing. A stream whose window grows keeps the whole window reserved. Data that does
+//     (Config.Memory) as it arrives, chunk by chunk (or record by record, below), and
+//     given back as the application reads it: an idle stream, or a stream the peer opened
+//     and never sent on, holds nothing. A stream whose window grows keeps the whole window reserved. Data that does
 //     not fit resets its stream (ErrMemoryBudget), windows stop growing when the budget is
 //     spent, and the session lives on. A shared budget keeps its last eighth for sessions
 //     holding little (NewcomerShare), so no set of sessions can starve the rest. No timer
@@ -50,5 +50,10 @@
 //
 // The package works over any net.Conn and has no dependency on the secure channel below
 // it. It reads frames with small reads: over a connection that does not buffer (plain TCP)
-// give it a bufio-backed net.Conn.
+// give it a bufio-backed net.Conn. A connection that authenticates its input a record at a
+// time and says so with a NextRecord method (secio.Conn) is read a whole record at a time
+// instead, into a buffer sized to the record and charged to the session's budget: the
+// record is decrypted straight into it, and a large data frame in it goes to its stream
+// without a copy, the stream's Read copying it out of the record's buffer; small frames are
+// copied into the stream's chunks, so that a few bytes never keep a record's buffer alive.
 package mux

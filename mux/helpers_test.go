@@ -19,11 +19,13 @@ import (
 )
 
 // transports runs f over each of pairs.All: net.Pipe, loopback TCP, WebSocket and
-// the in-memory transport.
+// the in-memory transport; and over secio on loopback TCP, whose input the mux reads a
+// record at a time (records.go).
 func transports(t *testing.T, f func(t *testing.T, newPair func() (net.Conn, net.Conn))) {
 	for _, p := range pairs.All {
 		t.Run(p.Name, func(t *testing.T) { f(t, func() (net.Conn, net.Conn) { return p.New(t) }) })
 	}
+	t.Run("secio", func(t *testing.T) { f(t, func() (net.Conn, net.Conn) { return recordPair(t) }) })
 }
 
 // sessionPairs runs f on each transport, with a client session configured by ccfg and a

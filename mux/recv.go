@@ -29,8 +29,10 @@ func (s *Session) recvLoop() {
 	}
 }
 
-// readFailed closes the session after reading failed with err.
+// readFailed closes the session after reading failed with err; the caller holds the read
+// turn.
 func (s *Session) readFailed(err error) {
+	s.dropInput()
 	var (
 		perr *protocolError
 		merr *misbehavingError
@@ -65,7 +67,7 @@ func (s *Session) readStep() (got *Stream, size uint32, err error) {
 // the read deadline, see turn.go) keeps what it read for the next call.
 func (s *Session) readHeader() error {
 	for s.hn < len(s.hdr) {
-		n, err := s.conn.Read(s.hdr[s.hn:])
+		n, err := s.readInput(s.hdr[s.hn:])
 		s.hn += n
 		if err != nil {
 			if s.hn == len(s.hdr) {
@@ -298,14 +300,36 @@ func (s *Session) finLocked(st *Stream, flags uint16) bool {
 // it waits for the network. st.mu is held on entry and on return.
 func (s *Session) readData(st *Stream) error {
 	b := &s.body
+	direct := false // the next record is read from the connection directly (input)
 	for b.left > 0 {
-		// A removed stream (the session shut down since the header was read, or while this
-		// body waited) has given its reservation back: one taken now would never return.
+		// Closed, reset, or removed (the session shut down since the header was read, or
+		// while this body waited): nobody reads what comes, and the stream has given its
+		// reservation back: one taken now would never return.
 		if st.readClosed || st.resetErr != nil || st.removed {
 			st.mu.Unlock()
 			err := s.discard()
 			st.mu.Lock()
 			return err
+		}
+		if s.rr != nil && s.in == nil && !direct {
+			// The body goes on in the next record.
+			st.mu.Unlock()
+			rec, err := s.input()
+			st.mu.Lock()
+			if err != nil {
+				return bodyErr(err)
+			}
+			direct = !rec
+			continue // st may have changed meanwhile
+		}
+		if s.in != nil {
+			if k := min(len(s.unparsed()), int(b.left)); s.shareLocked(st, k) {
+				b.left -= uint32(k)
+				if b.left > 0 {
+					notify(st.readCh)
+				}
+				continue
+			}
 		}
 		if g := st.buf.growth(int(b.left)); g > 0 && !st.coverLocked(int64(st.buf.held+g)) {
 			st.overBudgetLocked()
@@ -316,33 +340,93 @@ func (s *Session) readData(st *Stream) error {
 			return err
 		}
 		sp := st.buf.space(int(b.left))
+		if s.in != nil {
+			// Copied from the record, under st.mu: nothing here waits for the network.
+			k := copy(sp, s.unparsed())
+			s.parsed(k)
+			st.buf.commit(k)
+			b.left -= uint32(k)
+			if b.left > 0 {
+				notify(st.readCh)
+			}
+			continue
+		}
 		st.mu.Unlock()
-		k, err := io.ReadFull(s.conn, sp)
+		k, err := s.readInputFull(sp)
 		st.mu.Lock()
+		direct = false
 		st.buf.commit(k)
 		b.left -= uint32(k)
 		if k > 0 && b.left > 0 {
 			notify(st.readCh) // a large frame: the reader can start on what is here
 		}
 		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
+			return bodyErr(err)
 		}
 	}
 	return nil
 }
 
+// bodyErr is err from reading a frame's body: the connection may not end there.
+func bodyErr(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
 // discard reads and drops the rest of the current body.
 func (s *Session) discard() error {
 	b := &s.body
-	k, err := io.CopyN(io.Discard, s.conn, int64(b.left))
-	b.left -= uint32(k)
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
+	for b.left > 0 {
+		rec, err := s.input()
+		if err != nil {
+			return bodyErr(err)
+		}
+		if !rec {
+			k, err := io.CopyN(io.Discard, s.conn, int64(b.left))
+			b.left -= uint32(k)
+			return bodyErr(err)
+		}
+		k := min(len(s.unparsed()), int(b.left))
+		s.parsed(k)
+		b.left -= uint32(k)
 	}
-	return err
+	return nil
+}
+
+// readInput reads up to len(p) bytes of the session's input into p: from the record being
+// parsed, or the connection (readStep).
+func (s *Session) readInput(p []byte) (int, error) {
+	rec, err := s.input()
+	if err != nil {
+		return 0, err
+	}
+	if !rec {
+		return s.conn.Read(p)
+	}
+	k := copy(p, s.unparsed())
+	s.parsed(k)
+	return k, nil
+}
+
+// readInputFull reads exactly len(p) bytes of input into p, as io.ReadFull.
+func (s *Session) readInputFull(p []byte) (int, error) {
+	if s.rr == nil {
+		return io.ReadFull(s.conn, p)
+	}
+	n := 0
+	for n < len(p) {
+		k, err := s.readInput(p[n:])
+		n += k
+		if err != nil {
+			if err == io.EOF && n > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // incoming admits a stream the peer opens, or refuses it with a reset (nil stream). A

@@ -46,8 +46,9 @@ func putChunk(c []byte) {
 	}
 }
 
-// recvBuf holds the bytes received on a stream and not yet read: a queue of chunks from a
-// pool, returned to it as soon as they are read, so an idle stream holds none.
+// recvBuf holds the bytes received on a stream and not yet read: a queue of pieces, each a
+// chunk from a pool or a segment of a record's slab (records.go), returned as soon as they
+// are read, so an idle stream holds none.
 //
 // The receive goroutine fills it without holding the stream's lock during network reads:
 // under the lock it takes the free space of the last chunk (space), reads into it unlocked,
@@ -55,22 +56,44 @@ func putChunk(c []byte) {
 // stays in place even if everything before it is read or the buffer is dropped. Every
 // method must be called with the owner's lock held.
 type recvBuf struct {
-	chunks  [][]byte
+	chunks  []piece
 	head    int  // read offset in chunks[0]
-	tail    int  // write offset in chunks[len-1]
+	tail    int  // write offset in the last piece (a segment's is its length: it is full)
 	n       int  // bytes held
-	held    int  // the chunks' size in all: what the budget is charged for
+	held    int  // the chunks' size in all, which the stream's reservation covers (not segments)
 	filling bool // the receive goroutine is reading into the last chunk
 	dropped bool // free was called during a fill: free once it ends
+}
+
+// piece is part of a recvBuf: a pooled chunk (slab nil), or a segment of a slab. Every
+// piece but the last is full to its length. A chunk's capacity is what it holds of the
+// stream's reservation; a segment holds none of it (its slab's reservation covers it).
+type piece struct {
+	b    []byte
+	slab *slab
+}
+
+// release gives the piece back to its pool or its slab.
+func (p piece) release() {
+	if p.slab != nil {
+		p.slab.unref()
+	} else {
+		putChunk(p.b)
+	}
 }
 
 // Len returns the bytes held.
 func (b *recvBuf) Len() int { return b.n }
 
+// lastFull reports whether the last piece has no room (or there is none).
+func (b *recvBuf) lastFull() bool {
+	return len(b.chunks) == 0 || b.tail == len(b.chunks[len(b.chunks)-1].b)
+}
+
 // growth returns the bytes of the chunk that space(max) would add (0 if the last chunk has
 // room), so that the caller can reserve them first.
 func (b *recvBuf) growth(max int) int {
-	if len(b.chunks) == 0 || b.tail == len(b.chunks[len(b.chunks)-1]) {
+	if b.lastFull() {
 		return chunkClass(max)
 	}
 	return 0
@@ -79,14 +102,14 @@ func (b *recvBuf) growth(max int) int {
 // space returns the free part of the last chunk, adding a chunk if there is none, at most
 // max bytes, and marks a fill in progress; commit ends it.
 func (b *recvBuf) space(max int) []byte {
-	if len(b.chunks) == 0 || b.tail == len(b.chunks[len(b.chunks)-1]) {
+	if b.lastFull() {
 		c := getChunk(max)
-		b.chunks = append(b.chunks, c)
-		b.held += len(c)
+		b.chunks = append(b.chunks, piece{b: c})
+		b.held += cap(c)
 		b.tail = 0
 	}
 	b.filling = true
-	sp := b.chunks[len(b.chunks)-1][b.tail:]
+	sp := b.chunks[len(b.chunks)-1].b[b.tail:]
 	return sp[:min(len(sp), max)]
 }
 
@@ -102,11 +125,23 @@ func (b *recvBuf) commit(k int) {
 	b.n += k
 }
 
+// push appends seg, a segment of slab that the caller has taken a reference to (cap(seg)
+// is len(seg)); held does not count it. A chunk it follows is cut to what it holds:
+// nothing more is put into it.
+func (b *recvBuf) push(seg []byte, slab *slab) {
+	if last := len(b.chunks) - 1; last >= 0 {
+		b.chunks[last].b = b.chunks[last].b[:b.tail]
+	}
+	b.chunks = append(b.chunks, piece{b: seg, slab: slab})
+	b.tail = len(seg)
+	b.n += len(seg)
+}
+
 // Read moves up to len(p) bytes into p.
 func (b *recvBuf) Read(p []byte) int {
 	total := 0
 	for len(p) > 0 && b.n > 0 {
-		c := b.chunks[0]
+		c := b.chunks[0].b
 		end := len(c)
 		if len(b.chunks) == 1 {
 			end = b.tail
@@ -117,9 +152,11 @@ func (b *recvBuf) Read(p []byte) int {
 		total += k
 		p = p[k:]
 		if b.head == end && len(b.chunks) > 1 {
-			b.held -= len(c)
-			putChunk(c)
-			b.chunks[0] = nil
+			if b.chunks[0].slab == nil {
+				b.held -= cap(c)
+			}
+			b.chunks[0].release()
+			b.chunks[0] = piece{}
 			b.chunks = b.chunks[1:]
 			b.head = 0
 		}
@@ -130,23 +167,24 @@ func (b *recvBuf) Read(p []byte) int {
 	return total
 }
 
-// free returns every chunk to the pool, dropping unread data; during a fill, once it ends.
+// free returns every piece to its pool or slab, dropping unread data; during a fill, once
+// it ends.
 func (b *recvBuf) free() {
 	if b.filling {
 		// The last chunk is being read into: keep it until commit, drop the rest.
 		last := len(b.chunks) - 1
 		for i, c := range b.chunks[:last] {
-			putChunk(c)
-			b.chunks[i] = nil
+			c.release()
+			b.chunks[i] = piece{}
 		}
 		b.chunks = b.chunks[last:]
-		b.held = len(b.chunks[0])
+		b.held = cap(b.chunks[0].b)
 		b.head, b.n, b.dropped = b.tail, 0, true
 		return
 	}
 	for i, c := range b.chunks {
-		putChunk(c)
-		b.chunks[i] = nil
+		c.release()
+		b.chunks[i] = piece{}
 	}
 	b.chunks, b.head, b.tail, b.n, b.held = nil, 0, 0, 0, 0
 }

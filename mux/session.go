@@ -32,6 +32,12 @@ type Session struct {
 	hdr  header // the frame header being read, by the holder of the turn
 	hn   int    // bytes of hdr read so far
 	body body   // the body being read, by the holder of the turn (recv.go)
+	// Record input (records.go): rr is conn if it delivers records, else nil; in is the
+	// record being parsed and in.buf[inR:inW] what is left of it, by the holder of the turn.
+	rr       recordReader
+	in       *slab
+	inR, inW int
+	slabs    slabs
 	// useless meters the peer's useless frames (useless.go), by the holder of the turn.
 	useless uselessMeter
 	// rtt is the smoothed round-trip time in ns; 0 until measured; negative while it is
@@ -102,6 +108,7 @@ func newSession(conn net.Conn, cfg *Config, client bool) (*Session, error) {
 		useless:    newUselessMeter(c.UselessFrames),
 	}
 	s.w.init()
+	s.rr, _ = conn.(recordReader)
 	if client {
 		s.nextID = 1
 	} else {
@@ -324,6 +331,7 @@ func (s *Session) shutdown(err error) {
 		st.rdl.stop()
 		st.wdl.stop()
 	}
+	s.closeSlabs() // after the streams: none of them takes a slab's reservation over now
 	close(s.ended)
 	if onClosed != nil {
 		go onClosed(err)
@@ -366,8 +374,9 @@ func (s *Session) NumStreams() int {
 	return s.live
 }
 
-// MemoryUsed returns the bytes the session has reserved from its memory budget: the
-// receive windows of its streams.
+// MemoryUsed returns the bytes the session has reserved from its memory budget: what its
+// streams buffer and the windows they have grown, and the buffers of the records it holds
+// (see Budget).
 func (s *Session) MemoryUsed() int64 { return s.budget.Used() }
 
 // LocalAddr returns the local address of the underlying connection.

@@ -96,6 +96,7 @@ func (s *Session) releaseTurnLocked(handOver bool, woken int) {
 	t.held, t.loop, t.holder, t.wakeDue = false, false, nil, false
 	t.holding.Store(nil)
 	if t.closed {
+		s.dropInput() // nobody parses the rest of the record now
 		return
 	}
 	if handOver || t.waiters > woken {
@@ -121,13 +122,18 @@ func (s *Session) turnIdled() {
 	t.mu.Unlock()
 }
 
-// stopTurn keeps recvLoop from starting again once the session is closed.
+// stopTurn keeps recvLoop from starting again once the session is closed. A record left
+// unparsed by the last holder lets go of its slab now (or when a holder gives the turn up):
+// nobody will take the turn to parse it.
 func (s *Session) stopTurn() {
 	t := &s.turn
 	t.mu.Lock()
 	t.closed = true
 	if t.idle != nil {
 		t.idle.Stop()
+	}
+	if !t.held {
+		s.dropInput()
 	}
 	t.mu.Unlock()
 }

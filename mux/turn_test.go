@@ -52,19 +52,32 @@ func turnFree(c *Session) bool {
 	return !c.turn.held
 }
 
-// handWrittenPeer returns a client session over net.Pipe whose peer the test writes by
-// hand (what the client writes is read and dropped), with a handed-over turn kept free.
-func handWrittenPeer(t *testing.T) (*Session, net.Conn) {
+// handPeers are the connections handWrittenPeer makes: net.Pipe, and secio, over which
+// each of the peer's writes is a record of its own, so that a frame cut in two writes is a
+// frame split across records.
+var handPeers = []struct {
+	name string
+	new  func(t *testing.T) (net.Conn, net.Conn)
+}{
+	{"pipe", func(*testing.T) (net.Conn, net.Conn) { return net.Pipe() }},
+	{"secio", func(t *testing.T) (net.Conn, net.Conn) { return recordPair(t) }},
+}
+
+// settle gives the holder of the read turn time to read what was written to it, where a
+// write does not wait for that (all but net.Pipe).
+func settle() { time.Sleep(20 * time.Millisecond) }
+
+// handWrittenPeer returns a client session over newPair's first end, whose peer (the
+// second) the test writes by hand (what the client writes is read and dropped), with a
+// handed-over turn kept free.
+func handWrittenPeer(t *testing.T, newPair func(t *testing.T) (net.Conn, net.Conn)) (*Session, net.Conn) {
 	t.Helper()
-	a, peer := net.Pipe()
+	a, peer := newPair(t)
 	c, err := Client(a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		c.Close()
-		peer.Close()
-	})
+	t.Cleanup(func() { closeBoth(c, peer) })
 	keepTurnFree(c, time.Hour)
 	go io.Copy(io.Discard, peer) // the SYNs, ACKs, window updates
 	return c, peer
@@ -242,9 +255,16 @@ func TestTurnHolderClosed(t *testing.T) {
 }
 
 // TestTurnHeaderCutByWake: a holder woken in the middle of a frame header (the peer wrote
-// part of it) leaves what it read for the next reader; the frame arrives intact.
+// part of it; over secio, the header is split across two records) leaves what it read for
+// the next reader; the frame arrives intact.
 func TestTurnHeaderCutByWake(t *testing.T) {
-	c, peer := handWrittenPeer(t)
+	for _, hp := range handPeers {
+		t.Run(hp.name, func(t *testing.T) { testTurnHeaderCutByWake(t, hp.new) })
+	}
+}
+
+func testTurnHeaderCutByWake(t *testing.T, newPair func(t *testing.T) (net.Conn, net.Conn)) {
+	c, peer := handWrittenPeer(t, newPair)
 	st, err := c.OpenStream(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -258,6 +278,7 @@ func TestTurnHeaderCutByWake(t *testing.T) {
 	if _, err := peer.Write(frame[:5]); err != nil { // net.Pipe: returns once the holder read them
 		t.Fatal(err)
 	}
+	settle()
 	st.SetReadDeadline(time.Now())
 	if err := waitErr(t, "Read past its deadline", done); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("Read past its deadline: %v", err)
@@ -307,12 +328,19 @@ func TestTurnNeverUnread(t *testing.T) {
 }
 
 // TestTurnBodyCutByWake: a holder woken in the middle of a frame body (the peer sent part of
-// it and stalls) returns at its deadline, and the next reader reads the rest: the frame
-// arrives intact, for the holder's own stream and for another one.
+// it and stalls; over secio, the rest comes in a record of its own) returns at its
+// deadline, and the next reader reads the rest: the frame arrives intact, for the holder's
+// own stream and for another one.
 func TestTurnBodyCutByWake(t *testing.T) {
+	for _, hp := range handPeers {
+		t.Run(hp.name, func(t *testing.T) { testTurnBodyCutByWake(t, hp.new) })
+	}
+}
+
+func testTurnBodyCutByWake(t *testing.T, newPair func(t *testing.T) (net.Conn, net.Conn)) {
 	for _, own := range []bool{true, false} {
 		t.Run(map[bool]string{true: "own", false: "other"}[own], func(t *testing.T) {
-			c, peer := handWrittenPeer(t)
+			c, peer := handWrittenPeer(t, newPair)
 			var sts [2]*Stream
 			var err error
 			for i := range sts {
@@ -344,6 +372,7 @@ func TestTurnBodyCutByWake(t *testing.T) {
 			if _, err := peer.Write(frame[:13]); err != nil { // the header and "x"
 				t.Fatal(err)
 			}
+			settle()
 			st.SetReadDeadline(time.Now())
 			err = waitErr(t, "Read past its deadline", done)
 			if err != nil && !errors.Is(err, ErrTimeout) {

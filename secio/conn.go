@@ -552,13 +552,7 @@ func (c *Conn) read(p []byte) (int, error) {
 		}
 		n, err := in.readFrame(c.conn, p)
 		if err != nil {
-			if c.closed.Load() {
-				return 0, in.setErr(ErrClosed)
-			}
-			if refused(err) {
-				c.close(false)
-			}
-			return 0, in.setErr(err)
+			return 0, c.readFailed(err)
 		}
 		if n > 0 {
 			return n, nil
@@ -571,6 +565,80 @@ func (c *Conn) read(p []byte) (int, error) {
 	in.plain = in.plain[n:]
 	in.settle()
 	return n, nil
+}
+
+// readFailed makes err permanent for the read side and returns it; a refusal
+// of what the peer sent closes the Conn. c.in.mu is held.
+func (c *Conn) readFailed(err error) error {
+	if c.closed.Load() {
+		return c.in.setErr(ErrClosed)
+	}
+	if refused(err) {
+		c.close(false)
+	}
+	return c.in.setErr(err)
+}
+
+// NextRecord waits until the next record's data is here, authenticated or
+// ready to be, and returns the size of buffer a Read needs to take all of it
+// in one call: a Read with a buffer at least that long returns the record's
+// data whole, decrypted straight into the buffer rather than through the
+// Conn's own. Records without data (key updates, empty records) are dealt
+// with on the way, as Read deals with them; a close record is io.EOF, and
+// every error is what Read would return.
+//
+// It is for a reader that parses its own framing out of what it reads (the
+// mux): sizing its buffer to each record, it decrypts every byte once, where
+// reads of the framing's own sizes would decrypt a record in place and copy
+// it out piece by piece. Data a shorter Read left behind counts as a record
+// of its own. A read deadline that expires leaves the Conn usable, as in
+// Read, with the partly received record kept.
+func (c *Conn) NextRecord() (int, error) {
+	in := &c.in
+	in.mu.Lock()
+	n, err := c.nextRecord()
+	in.mu.Unlock()
+	if c.closed.Load() && in.mu.TryLock() {
+		in.drop() // as in Read: Close could not take the lock
+		in.wipe()
+		in.mu.Unlock()
+	}
+	return n, err
+}
+
+// nextRecord is NextRecord with c.in.mu held.
+func (c *Conn) nextRecord() (int, error) {
+	in := &c.in
+	for {
+		if in.err != nil {
+			return 0, in.err
+		}
+		if c.closed.Load() {
+			return 0, ErrClosed
+		}
+		if len(in.plain) > 0 {
+			return len(in.plain), nil
+		}
+		if in.tea == nil {
+			// The record stays buffered for the Read that takes it; its
+			// type is known only once it is opened (a Read of a record
+			// that turns out not to carry data fails as it would here).
+			_, body, _, err := in.nextFrame(c.conn)
+			if err != nil {
+				return 0, c.readFailed(err)
+			}
+			if n := len(body) - in.aead.Overhead() - recordTypeSize; n > 0 {
+				// Read opens straight into a buffer longer than the data:
+				// the record type lands in the byte beyond it.
+				return n + recordTypeSize, nil
+			}
+		}
+		// A record without data, or a legacy frame (decrypted in place into
+		// in.plain): opened here.
+		if _, err := in.readFrame(c.conn, nil); err != nil {
+			return 0, c.readFailed(err)
+		}
+	}
 }
 
 // refused reports whether a read error is this side's refusal of what the

@@ -52,6 +52,12 @@
 // SyscallConn method: a wrapper that returns the socket's bytes unchanged
 // should forward SyscallConn to keep this, and no other wrapper should.
 //
+// A Read whose buffer holds a record's data decrypts it straight into the
+// buffer; a shorter one decrypts the record in the Conn's buffer and copies
+// it out. A reader that parses framing of its own (the mux) learns from
+// [Conn.NextRecord] how large the next record is, so that every Read takes a
+// whole record without a copy.
+//
 // # Legacy TEA
 //
 // [LegacyTEA] frames a connection with the QQ TEA cipher for peers that
