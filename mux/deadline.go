@@ -13,7 +13,7 @@ type deadline struct {
 	owner *Stream // woken when the deadline passes, if it holds the read turn
 	mu    sync.Mutex
 	timer *time.Timer
-	ch    chan struct{} // closed when the deadline passed; nil until needed
+	ch    chan struct{} // closed when the deadline passes; nil until a call waits
 	// at is the deadline while it is pending, as nanoseconds since clockStart (on the
 	// monotonic clock), 0 when none is set, and passedMark once it has passed (until it is
 	// set again).
@@ -87,18 +87,28 @@ func (d *deadline) expireLocked() {
 	close(d.ch)
 }
 
-// wait returns a channel closed once the deadline has passed (nil, which blocks forever,
-// while no deadline is set).
+// wait returns a channel closed once the deadline has passed. It is made on the first wait
+// even while no deadline is set, and kept until a passed deadline is set again: a call
+// blocked with no deadline must wake when one is set later (to now, or to a time that then
+// passes), and only a channel it already holds can wake it.
 func (d *deadline) wait() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.ch == nil && d.at != 0 {
+	if d.ch == nil {
 		d.ch = make(chan struct{})
 		if d.at == passedMark {
 			close(d.ch)
 		}
 	}
 	return d.ch
+}
+
+// passed reports whether the deadline has passed: calls made after that fail at once, as
+// net.Conn's do, even when they could go through without blocking.
+func (d *deadline) passed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.at == passedMark || (d.at > 0 && int64(time.Since(clockStart)) >= d.at)
 }
 
 // when returns the deadline, if one is set (pending or passed; a passed one is reported as

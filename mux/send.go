@@ -264,6 +264,9 @@ func (s *Session) appendControl(dst []byte) []byte {
 // with queued control frames in front, in one Write to the connection; with final, the
 // write that takes the last of p ends the stream's write side with its last frame.
 func (s *Session) writeStream(st *Stream, p []byte, final bool) (int, error) {
+	if st.wdl.passed() {
+		return 0, ErrTimeout
+	}
 	n, err := st.takeWindow(min(len(p), writeBatch))
 	if err != nil {
 		return 0, err

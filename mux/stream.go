@@ -126,6 +126,9 @@ func (st *Stream) Session() *Session { return st.s }
 // the session ended without the peer closing the stream, and ErrTimeout when the read
 // deadline passes.
 func (st *Stream) Read(p []byte) (int, error) {
+	if st.rdl.passed() {
+		return 0, ErrTimeout
+	}
 	st.mu.Lock()
 	for {
 		if st.buf.Len() > 0 && st.resetErr == nil && !st.readClosed {

@@ -391,3 +391,60 @@ func TestWriteFinal(t *testing.T) {
 		t.Fatalf("Write after WriteFinal: %v, want ErrStreamClosed", err)
 	}
 }
+
+// TestDeadlineSetWhileBlocked sets deadlines on streams whose Reads and Writes are already
+// blocked with no deadline set: a deadline set to now, or one that passes later, must wake
+// each of them, whether it holds the read turn or waits for it.
+func TestDeadlineSetWhileBlocked(t *testing.T) {
+	sessionPairs(t, nil, nil, func(t *testing.T, c, s *Session) {
+		const n = 6
+		var streams []*Stream
+		for range n {
+			st, err := c.OpenStream(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams = append(streams, st)
+		}
+		errs := make(chan error, 2*n)
+		for _, st := range streams {
+			go func() {
+				_, err := st.Read(make([]byte, 1))
+				errs <- err
+			}()
+		}
+		// Writes blocked on a full window: the server never reads.
+		var writers []*Stream
+		for range 2 {
+			st, err := c.OpenStream(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			writers = append(writers, st)
+			go func() {
+				_, err := st.Write(make([]byte, 4<<20))
+				errs <- err
+			}()
+		}
+		time.Sleep(100 * time.Millisecond) // every call blocked, with no deadline set
+		for i, st := range streams {
+			if i%2 == 0 {
+				st.SetReadDeadline(time.Now())
+			} else {
+				st.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			}
+		}
+		writers[0].SetWriteDeadline(time.Now())
+		writers[1].SetDeadline(time.Now().Add(20 * time.Millisecond))
+		for range n + len(writers) {
+			select {
+			case err := <-errs:
+				if !errors.Is(err, ErrTimeout) {
+					t.Fatalf("blocked call after its deadline = %v, want ErrTimeout", err)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("a blocked call slept through its deadline")
+			}
+		}
+	})
+}
