@@ -46,7 +46,13 @@
 //     closes the session. A Read or Write returns by its deadline whatever the session is
 //     doing.
 //   - Go-shaped API: context on everything that blocks, a Stream that is a net.Conn with
-//     deadlines, errors of this package, log output through log/slog.
+//     deadlines (a deadline set while a call is blocked wakes it; a call made after its
+//     deadline passed fails at once), errors of this package, log output through log/slog.
+//   - Stream ends as TCP's: data that reaches a stream this side has closed (Close, not
+//     CloseWrite), reset or refused gets a reset, and Close with the peer's data unread
+//     sends its FIN and then a reset, so a peer never writes into a window that nothing
+//     will reopen. A reset that comes after the peer's FIN only stops this side's writes:
+//     what the peer sent stays readable, then io.EOF (as QUIC's STOP_SENDING).
 //
 // The package works over any net.Conn and has no dependency on the secure channel below
 // it. It reads frames with small reads: over a connection that does not buffer (plain TCP)

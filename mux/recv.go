@@ -218,7 +218,11 @@ func (s *Session) noStream(id uint32, flags uint16, isData bool, length uint32) 
 		opened = id <= s.maxRemoteID
 	}
 	s.mu.Unlock()
-	if !opened && flags&flagRST == 0 {
+	// Data for a stream that has ended here (closed with Close, reset, refused) is read by
+	// nobody: the reset tells the peer to stop writing, instead of leaving its writer
+	// waiting for window that never comes. One reset per frame of data, at most
+	// maxQueuedResets queued: no more than the peer's own frames cost it.
+	if flags&flagRST == 0 && (!opened || (isData && length > 0)) {
 		s.queueReset(id)
 	}
 	if !opened || (length == 0 && flags == 0) {

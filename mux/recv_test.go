@@ -56,8 +56,9 @@ func TestStrictWire(t *testing.T) {
 	})
 }
 
-// TestFramesForUnknownStreams: data for a stream the peer never opened gets a reset; frames
-// for a stream that ended here are dropped quietly (the peer may not know yet).
+// TestFramesForUnknownStreams: data for a stream the peer never opened gets a reset, and so
+// does data for a stream that ended here (nobody reads it: the peer's writer must not
+// wait for window), while its other frames are dropped quietly (the peer may not know yet).
 func TestFramesForUnknownStreams(t *testing.T) {
 	s, p := newFramePeer(t, nil, true)
 	p.send(t, hdr(typeData, flagSYN, 1, 1), []byte("a"))
@@ -65,12 +66,17 @@ func TestFramesForUnknownStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Close() // stream 1 ends here: what the peer still sends is dropped
-	p.send(t, hdr(typeData, 0, 1, 3), []byte("bcd"), hdr(typeData, 0, 7, 3), []byte("efg"))
+	if _, err := io.ReadFull(st, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	st.Close() // stream 1 ends here, all read
+	p.send(t, hdr(typeWindowUpdate, 0, 1, 100), hdr(typeData, 0, 7, 3), []byte("efg"))
 	waitFor(t, "a reset of stream 7, never opened", func() bool { return p.wasReset(7) })
 	if p.wasReset(1) {
-		t.Fatal("a stream that ended here was reset for the data in flight")
+		t.Fatal("a window update for a stream that ended here got a reset")
 	}
+	p.send(t, hdr(typeData, 0, 1, 3), []byte("bcd"))
+	waitFor(t, "a reset of stream 1 for data nobody reads", func() bool { return p.wasReset(1) })
 	if s.IsClosed() {
 		t.Fatal("the session closed")
 	}

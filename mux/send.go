@@ -237,7 +237,7 @@ func (s *Session) appendControl(dst []byte) []byte {
 	ping, pingDue := w.pingID, w.pingDue
 	w.pingDue = false
 	k := min(len(w.frames), maxControlBytes)
-	dst = append(dst, w.frames[:k]...)
+	frames := append([]byte(nil), w.frames[:k]...)
 	if k == len(w.frames) {
 		w.frames = w.frames[:0]
 	} else {
@@ -254,10 +254,12 @@ func (s *Session) appendControl(dst []byte) []byte {
 		dst = appendFrameHeader(dst, typePing, flagSYN, 0, ping)
 		s.pingSent(ping)
 	}
+	// Streams' frames before the resets: a stream closed with data unread sends its FIN,
+	// then its reset (Close), and the peer reads what came before the FIN.
 	for _, st := range streams {
 		dst = st.appendControl(dst)
 	}
-	return dst
+	return append(dst, frames...)
 }
 
 // writeStream writes up to writeBatch bytes of p on st, in frames of at most MaxDataFrame,

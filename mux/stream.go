@@ -12,8 +12,11 @@ import (
 //
 // Closing: CloseWrite sends end-of-stream to the peer (its reads return io.EOF once they
 // have consumed the data) and keeps the read side open. Close does the same and also
-// closes the read side: data the peer still sends is discarded, and the stream is freed at
-// once. Reset aborts the stream in both directions. A stream is freed, and its memory
+// closes the read side, and the stream is freed at once: data the peer still sends is
+// discarded and answered with a reset, as is data left unread at Close, so that the
+// peer's writes fail with ErrStreamReset instead of waiting for window (its reads still
+// get everything this side wrote). Reset aborts the stream in both directions; a reset by
+// the peer after its own end-of-stream leaves what it sent readable. A stream is freed, and its memory
 // returned to the budget, as soon as it ends: both sides closed their write sides, either
 // reset it, or this side closed it with Close.
 type Stream struct {
@@ -58,6 +61,7 @@ type Stream struct {
 	finSent    bool // this side closed its write side (FIN queued or sent)
 	finRecv    bool // the peer closed its write side
 	readClosed bool // Close: incoming data is discarded
+	resetLate  bool // the peer reset the stream after its FIN: what it sent stays readable
 	acked      bool // outbound: the peer acknowledged the stream
 	removed    bool // no longer in the session's table
 	grown      bool // the window has grown: it is reserved whole
@@ -131,7 +135,7 @@ func (st *Stream) Read(p []byte) (int, error) {
 	}
 	st.mu.Lock()
 	for {
-		if st.buf.Len() > 0 && st.resetErr == nil && !st.readClosed {
+		if st.buf.Len() > 0 && (st.resetErr == nil || st.resetLate) && !st.readClosed {
 			if len(p) == 0 {
 				st.mu.Unlock()
 				return 0, nil
@@ -151,6 +155,9 @@ func (st *Stream) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		switch {
+		case st.resetLate && !st.readClosed:
+			st.mu.Unlock()
+			return 0, io.EOF
 		case st.resetErr != nil:
 			err := st.resetErr
 			st.mu.Unlock()
@@ -383,10 +390,22 @@ func (st *Stream) Close() error {
 		return nil
 	}
 	st.readClosed = true
+	// Data the peer sent that nobody will read gets the stream reset, as TCP resets a
+	// connection closed with data unread: a peer waiting for window would wait for ever.
+	// The reset follows this side's FIN, so the peer still reads what this side wrote.
+	unread := !st.finRecv && st.buf.Len() > 0 && !st.synPending
 	st.buf.free()
 	send := !st.finSent && !st.s.IsClosed()
 	if send {
 		st.finSent, st.finPending = true, true
+	}
+	if !st.finRecv && st.consumed > 0 {
+		// Read but not yet granted: returned with the FIN, so that a peer blocked on it
+		// sends, and learns from the reset its data gets that nobody reads (noStream).
+		st.grant += st.consumed
+		st.recvCredit += st.consumed
+		st.consumed = 0
+		send = !st.s.IsClosed()
 	}
 	st.s.removeLocked(st)
 	st.mu.Unlock()
@@ -396,6 +415,9 @@ func (st *Stream) Close() error {
 	if send {
 		st.s.queueStream(st, true)
 	}
+	if unread && !st.s.IsClosed() {
+		st.s.queueReset(st.id)
+	}
 	return nil
 }
 
@@ -404,6 +426,11 @@ func (st *Stream) Close() error {
 func (st *Stream) Reset() error {
 	st.mu.Lock()
 	if st.resetErr != nil {
+		if st.resetLate { // this side gives up on what the peer sent, too
+			st.resetLate = false
+			st.buf.free()
+			st.releaseIfDoneLocked()
+		}
 		st.mu.Unlock()
 		return nil
 	}
@@ -422,13 +449,19 @@ func (st *Stream) Reset() error {
 	return nil
 }
 
-// remoteReset handles the peer's RST.
+// remoteResetLocked handles the peer's RST. After the peer's FIN its data is complete, so
+// the reset only stops this side's writes (the peer will not read them, as QUIC's
+// STOP_SENDING says): what it sent stays readable, then io.EOF.
 func (st *Stream) remoteResetLocked() {
 	if st.resetErr != nil {
 		return
 	}
 	st.resetErr = ErrStreamReset
-	st.buf.free()
+	if st.finRecv && !st.readClosed && st.buf.Len() > 0 {
+		st.resetLate = true
+	} else {
+		st.buf.free()
+	}
 	st.s.removeLocked(st)
 }
 

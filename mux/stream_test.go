@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -447,4 +448,55 @@ func TestDeadlineSetWhileBlocked(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCloseStopsPeerWriter: a reader that closes its stream without reading everything
+// resets the stream for the peer, whose blocked or later Write fails with ErrStreamReset
+// instead of waiting for ever for window (it waited until its own deadline: a relay
+// circuit whose target gave up stayed full until the relay's duration limit). What the
+// closing side wrote before its Close is still read in full by the peer, then io.EOF.
+func TestCloseStopsPeerWriter(t *testing.T) {
+	for _, readFirst := range []int{0, 1000, InitialStreamWindow} {
+		t.Run(fmt.Sprintf("read=%d", readFirst), func(t *testing.T) {
+			sessionPairs(t, nil, nil, func(t *testing.T, c, s *Session) {
+				st, err := c.OpenStream(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				writeErr := make(chan error, 1)
+				go func() {
+					_, err := st.Write(make([]byte, 8<<20)) // far beyond any window
+					writeErr <- err
+				}()
+				acc, err := s.AcceptStream(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if readFirst > 0 {
+					if _, err := io.ReadFull(acc, make([]byte, readFirst)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				reply := bytes.Repeat([]byte("reply"), 1000)
+				if _, err := acc.Write(reply); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(20 * time.Millisecond) // the writer blocked on the window
+				acc.Close()
+				select {
+				case err := <-writeErr:
+					if !errors.Is(err, ErrStreamReset) {
+						t.Fatalf("peer's Write after Close = %v, want ErrStreamReset", err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("the peer's Write still waits for window after the reader closed")
+				}
+				got, err := io.ReadAll(st)
+				if err != nil || !bytes.Equal(got, reply) {
+					t.Fatalf("peer read %d bytes of the %d written before Close, err %v", len(got), len(reply), err)
+				}
+				waitFor(t, "streams to be freed", func() bool { return c.NumStreams() == 0 && s.NumStreams() == 0 })
+			})
+		})
+	}
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -455,4 +456,36 @@ func TestRelayCloseIdleCircuit(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, ErrRelayClosing) && !errors.Is(err, ErrCircuitClosed) {
 		t.Logf("the silent end read %v", err)
 	}
+}
+
+// TestTargetGivesUp: a dialer that sends the target garbage instead of a handshake, and
+// goes on sending, loses its circuit once the target gives up on it: the target's Close
+// of a stream with data unread resets it, so the relay's splice ends and the dialer's
+// writes fail, long before MaxCircuitDuration. (The target used to drop what came
+// without returning window: the relay's stream to it stayed full and the circuit, and
+// its slot, lasted until the duration limit.)
+func TestTargetGivesUp(t *testing.T) {
+	tr := newTrio(t, RelayConfig{MaxCircuitDuration: time.Hour}, ClientConfig{})
+	c, err := DialConn(ctxT(t, 10*time.Second), tr.c.svc, tr.circuitToB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	flood := make(chan error, 1)
+	go func() {
+		junk := bytes.Repeat([]byte{0xff}, 64<<10)
+		for {
+			if _, err := c.Write(junk); err != nil {
+				flood <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-flood:
+		t.Logf("the dialer's writes failed with %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the dialer still writes into a circuit whose target gave up")
+	}
+	waitFor(t, "the circuit to end", func() bool { return tr.relay.Stats().Circuits == 0 })
 }

@@ -51,10 +51,8 @@ func (c *circuit) stop(code CloseCode) {
 // yet set (a circuit stopped while its target was being asked) are skipped: the Relay
 // interrupts again once it sets them.
 //
-// If a pump is still running notifyGrace later, its streams are reset: the pumps' end
-// never rests on a deadline's wake-up alone (a Read blocked on the dialer's hop stream,
-// a *mux.Stream, was seen to sleep through SetReadDeadline(now): TestRelayCloseIdleCircuit),
-// and Close always returns.
+// If a pump is still running notifyGrace later (its write blocked by an end that does
+// not read), its streams are reset, so Close always returns.
 func (c *circuit) interrupt() {
 	now := time.Now()
 	ends := c.ends // a copy: the Relay may set c.ends after a first interrupt
