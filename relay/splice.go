@@ -111,6 +111,13 @@ func (c *circuit) pump(from, to *end, sent *atomic.Int64) {
 			c.notify(to)
 			return
 		}
+		if c.reason.Load() != 0 {
+			// Stopped while this read returned: forwarding what came would let an end's
+			// reaction to its own notice (a close) reach the other end before that end's
+			// notice says why.
+			c.notify(to)
+			return
+		}
 		if tap := testTap.Load(); tap != nil {
 			(*tap)(out)
 		}
