@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -189,5 +190,38 @@ func TestResetsWithWriterBlocked(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 16<<20 {
 		t.Fatalf("the heap grew by %d MiB", grew>>20)
+	}
+}
+
+// TestResetAfterFIN: a reset that comes after the peer's FIN only stops this side's writes:
+// what the peer sent stays readable, then io.EOF, and its memory returns once read, or
+// at once when this side resets the stream too.
+func TestResetAfterFIN(t *testing.T) {
+	for _, readIt := range []bool{true, false} {
+		t.Run(fmt.Sprintf("read=%v", readIt), func(t *testing.T) {
+			s, p := newFramePeer(t, nil, true)
+			p.send(t, hdr(typeData, flagSYN|flagFIN, 1, 3), []byte("abc"), hdr(typeWindowUpdate, flagRST, 1, 0))
+			st, err := s.AcceptStream(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the reset", func() bool { return s.NumStreams() == 0 })
+			if _, err := st.Write([]byte("x")); !errors.Is(err, ErrStreamReset) {
+				t.Fatalf("Write after the peer's reset = %v, want ErrStreamReset", err)
+			}
+			if readIt {
+				if got, err := io.ReadAll(st); err != nil || string(got) != "abc" {
+					t.Fatalf("ReadAll = %q, %v; want what the peer sent before its FIN", got, err)
+				}
+			} else {
+				st.Reset()
+				if n, err := st.Read(make([]byte, 8)); n != 0 || !errors.Is(err, ErrStreamReset) {
+					t.Fatalf("Read after this side's Reset = %d, %v", n, err)
+				}
+			}
+			if s.MemoryUsed() != 0 {
+				t.Fatalf("%d bytes still reserved", s.MemoryUsed())
+			}
+		})
 	}
 }

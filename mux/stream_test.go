@@ -495,7 +495,9 @@ func TestCloseStopsPeerWriter(t *testing.T) {
 				if err != nil || !bytes.Equal(got, reply) {
 					t.Fatalf("peer read %d bytes of the %d written before Close, err %v", len(got), len(reply), err)
 				}
-				waitFor(t, "streams to be freed", func() bool { return c.NumStreams() == 0 && s.NumStreams() == 0 })
+				waitFor(t, "streams and their memory to be freed", func() bool {
+					return c.NumStreams() == 0 && s.NumStreams() == 0 && c.MemoryUsed() == 0 && s.MemoryUsed() == 0
+				})
 			})
 		})
 	}
