@@ -71,7 +71,12 @@ func echoRoundTrip(ctx context.Context, sess *Session) error {
 
 // goodDial dials addr from a new Service and echoes once, all within d.
 func goodDial(t testing.TB, addr Addr, d time.Duration) error {
-	svc := newService(t, Config{Protocols: []Protocol{echoRawProto}})
+	// Not newService: its cleanup would keep every good peer's closed Service reachable
+	// until the test ends, and tests that count the heap would count thousands of them.
+	svc, err := New(testConfig(Config{Protocols: []Protocol{echoRawProto}}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer svc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
