@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/bits"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -45,9 +46,11 @@ const (
 //
 // Conn implements net.Conn. One goroutine may Read while another Writes;
 // concurrent Reads (or Writes) are serialised. Deadlines are those of the
-// underlying connection. A read deadline that expires leaves the Conn usable
-// (a partly received frame is kept); any other read or write error is
-// permanent for that direction and is returned by every later call.
+// underlying connection, and a call made once its deadline has passed fails at
+// once, as net.Conn's do, even when it could go through without blocking. A
+// deadline that expires leaves the Conn usable (a partly received frame is
+// kept; a partly sent one goes out first, see Write); any other read or write
+// error is permanent for that direction and is returned by every later call.
 //
 // An idle Conn holds no frame buffer: frames are sealed into, and read
 // into, buffers borrowed from pools shared by all connections and given
@@ -113,7 +116,10 @@ type inHalf struct {
 	reset atomic.Bool
 	// nonData counts the records in a row that delivered no data (see
 	// control).
-	nonData     int32
+	nonData int32
+	// deadline is the user's read deadline: a Read with a frame or plaintext already buffered does not reach the
+	// connection, which would fail it once the deadline has passed.
+	deadline    deadline
 	eof         bool // the connection returned io.EOF
 	staging     bool // a long record is arriving in chunks (see pending)
 	queueLooked bool // queue was looked up (at the first long record)
@@ -132,14 +138,19 @@ type outHalf struct {
 	// is preceded by a key update.
 	sealed, updateAt uint64
 	// wb is made at the first large frame (see writeBehind); deadline
-	// is the user's write deadline (Unix nanoseconds, 0 for none), which
-	// bounds Close's wait for it.
+	// is the user's write deadline, which bounds Close's wait for it.
 	wb       atomic.Pointer[writeBehind]
-	deadline atomic.Int64
+	deadline deadline
 	// retired is set by Close once it no longer needs the key (its close
 	// record is out or will not be sent): a Write that then finds the Conn
 	// closed overwrites the key material Close could not reach.
 	retired atomic.Bool
+	// unsent is a frame a timed-out write left part-way, from unsentOff on
+	// (nil: none). Its nonce is spent and its first bytes are on the wire,
+	// so it goes out whole before any other frame, or the peer would read
+	// the next frame's bytes as the rest of this one.
+	unsent    *[]byte
+	unsentOff int
 }
 
 // Buffer pools. Class i holds buffers of classSize(i) bytes: up to 64 KiB,
@@ -364,8 +375,7 @@ func (in *inHalf) consume(n int) {
 // leaves the stream intact. After a permanent error the read side's buffers
 // go back and its key material is overwritten.
 func (in *inHalf) setErr(err error) error {
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if timedOut(err) {
 		return err
 	}
 	in.err = err
@@ -540,6 +550,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 // read is Read with c.in.mu held.
 func (c *Conn) read(p []byte) (int, error) {
 	in := &c.in
+	if err := in.expired(c.closed.Load()); err != nil {
+		return 0, err
+	}
 	for len(in.plain) == 0 {
 		if in.err != nil {
 			return 0, in.err
@@ -565,6 +578,24 @@ func (c *Conn) read(p []byte) (int, error) {
 	in.plain = in.plain[n:]
 	in.settle()
 	return n, nil
+}
+
+// expired returns the timeout error of a Read made after the read deadline
+// passed (nil if none has, or if an earlier error or Close takes precedence).
+func (in *inHalf) expired(closed bool) error {
+	if in.err != nil || closed {
+		return nil
+	}
+	if in.deadline.passed() {
+		return os.ErrDeadlineExceeded
+	}
+	return nil
+}
+
+// timedOut reports whether err is a deadline's: it leaves the stream intact.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // readFailed makes err permanent for the read side and returns it; a refusal
@@ -609,6 +640,9 @@ func (c *Conn) NextRecord() (int, error) {
 // nextRecord is NextRecord with c.in.mu held.
 func (c *Conn) nextRecord() (int, error) {
 	in := &c.in
+	if err := in.expired(c.closed.Load()); err != nil {
+		return 0, err
+	}
 	for {
 		if in.err != nil {
 			return 0, in.err
@@ -657,13 +691,17 @@ func refused(err error) bool {
 // Write encrypts p and sends it. A Write of at most the negotiated maximum
 // frame size (MaxFrameSize, or the peer's smaller value) is sent as exactly
 // one frame with one Write on the underlying connection; a longer Write is
-// split into frames of that size. A failed Write is permanent.
+// split into frames of that size. A failed Write is permanent, unless it
+// timed out: a frame a deadline cut part-way is sealed and partly sent, so it
+// counts as written (n includes its data) and the rest of it goes out ahead of
+// the next Write's data, or of Close's close record.
 //
 // Frames of 16 KiB or more are written behind: Write returns once they are
 // sealed and queued (at most two wait), and a goroutine that lives while
 // frames are queued writes them, so that sealing overlaps sending. An error
-// writing them is returned by the next Write. Close writes out queued frames
-// first, for at most 5 s or until an earlier write deadline.
+// writing them is returned by the next Write, and is permanent, timeouts
+// included. Close writes out queued frames first, for at most 5 s or until an
+// earlier write deadline.
 func (c *Conn) Write(p []byte) (int, error) {
 	out := &c.out
 	out.mu.Lock()
@@ -673,25 +711,80 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 	if c.closed.Load() {
 		if out.retired.Load() {
+			out.dropUnsent()
 			out.wipe() // Close could not take the lock from an earlier Write
 		}
 		return 0, ErrClosed
 	}
+	if out.deadline.passed() {
+		return 0, os.ErrDeadlineExceeded
+	}
+	if err := out.flush(c.conn); err != nil {
+		return 0, c.writeFailed(err)
+	}
 	n := 0
 	for len(p) > 0 {
 		chunk := p[:min(len(p), out.maxLen)]
-		if err := out.writeFrame(c.conn, chunk); err != nil {
-			if c.closed.Load() {
-				err = ErrClosed
+		if sent, err := out.writeFrame(c.conn, chunk); err != nil {
+			if sent {
+				n += len(chunk)
 			}
-			out.err = err
-			out.wipe()
-			return n, err
+			return n, c.writeFailed(err)
 		}
 		n += len(chunk)
 		p = p[len(chunk):]
 	}
 	return n, nil
+}
+
+// writeFailed makes err permanent for the write side and returns it, unless it
+// is a timeout of a direct write, which leaves at most a frame's tail in unsent.
+// c.out.mu is held.
+func (c *Conn) writeFailed(err error) error {
+	out := &c.out
+	if c.closed.Load() {
+		err = ErrClosed
+	} else if timedOut(err) && !out.behindFailed() {
+		return err
+	}
+	out.err = err
+	out.dropUnsent()
+	out.wipe()
+	return err
+}
+
+// behindFailed reports whether the write-behind goroutine has failed: its
+// error, a timeout included, is permanent, since frames queued behind the one
+// it cut are gone.
+func (out *outHalf) behindFailed() bool {
+	wb := out.wb.Load()
+	if wb == nil {
+		return false
+	}
+	_, err := wb.active()
+	return err != nil
+}
+
+// flush writes out the rest of a frame a timed-out write left part-way, if any.
+func (out *outHalf) flush(conn net.Conn) error {
+	if out.unsent == nil {
+		return nil
+	}
+	m, err := conn.Write((*out.unsent)[out.unsentOff:])
+	out.unsentOff += m
+	if err != nil && out.unsentOff < len(*out.unsent) {
+		return err
+	}
+	out.dropUnsent()
+	return nil
+}
+
+// dropUnsent gives back the buffer of a frame left part-way.
+func (out *outHalf) dropUnsent() {
+	if out.unsent != nil {
+		putBuffer(out.unsent)
+		out.unsent, out.unsentOff = nil, 0
+	}
 }
 
 // writeFrame seals one data frame into a pooled buffer and sends it,
@@ -701,7 +794,10 @@ func (c *Conn) Write(p []byte) (int, error) {
 // so that the peer never refuses the update, and the update is followed by
 // this data record: a sender following this never makes the peer count more
 // than one record in a row without data.
-func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
+//
+// sent reports whether chunk's frame will reach the peer whole (written,
+// queued, or left in unsent by a timeout), even if err is set.
+func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) (sent bool, err error) {
 	if out.tea == nil {
 		limit := out.updateAt
 		if limit == 0 {
@@ -710,35 +806,42 @@ func (out *outHalf) writeFrame(conn net.Conn, chunk []byte) error {
 		if out.sealed >= limit && out.seq >= keyUpdateMinRecords {
 			frame, err := out.sealRecord(nil, recordKeyUpdate)
 			if err != nil {
-				return err
+				return false, err
 			}
-			if err := out.send(conn, frame, false); err != nil {
-				return err
+			sent, err := out.send(conn, frame, false)
+			if !sent {
+				return false, err
 			}
+			// The peer moves to the next key at this record, even one a
+			// timeout left in unsent: so does this side.
 			if err := out.update(); err != nil {
-				return err
+				return false, err
 			}
 			out.sealed = 0
+			if err != nil {
+				return false, err
+			}
 		}
 	}
 	frame, err := out.sealRecord(chunk, recordData)
 	if err != nil {
-		return err
+		return false, err
 	}
 	return out.send(conn, frame, len(chunk) >= writeBehindMin)
 }
 
 // send writes a sealed frame with one call on conn, or queues it for the
 // write-behind goroutine: a large frame, or any frame while others are
-// queued (the wire order is the sealing order). It owns frame.
-func (out *outHalf) send(conn net.Conn, frame *[]byte, large bool) error {
+// queued (the wire order is the sealing order). It owns frame. sent reports
+// whether the frame will reach the peer whole: written, queued, or, when a
+// deadline cut its write, kept in unsent to go out first.
+func (out *outHalf) send(conn net.Conn, frame *[]byte, large bool) (sent bool, err error) {
 	wb := out.wb.Load()
 	queued := false
 	if wb != nil {
-		var err error
 		if queued, err = wb.active(); err != nil {
 			putBuffer(frame)
-			return err
+			return false, err
 		}
 	}
 	if queued || large {
@@ -746,11 +849,17 @@ func (out *outHalf) send(conn net.Conn, frame *[]byte, large bool) error {
 			wb = newWriteBehind(conn)
 			out.wb.Store(wb)
 		}
-		return wb.push(frame)
+		err = wb.push(frame)
+		return err == nil, err
 	}
-	_, err := conn.Write(*frame)
+	m, err := conn.Write(*frame)
+	whole := m == len(*frame)
+	if !whole && err != nil && timedOut(err) {
+		out.unsent, out.unsentOff = frame, m
+		return true, err
+	}
 	putBuffer(frame)
-	return err
+	return whole, err
 }
 
 // sealRecord returns the next frame for chunk, length prefix included, in
@@ -810,7 +919,7 @@ func (c *Conn) close(notify bool) error {
 		first = true
 		c.closed.Store(true)
 		if wb := c.out.wb.Load(); wb != nil {
-			wb.drain(c.out.deadline.Load())
+			wb.drain(c.out.deadline.when())
 		}
 		if notify && c.secure && c.sendClose() {
 			c.linger()
@@ -826,6 +935,7 @@ func (c *Conn) close(notify bool) error {
 		}
 		c.out.retired.Store(true)
 		if c.out.mu.TryLock() {
+			c.out.dropUnsent()
 			c.out.wipe()
 			c.out.mu.Unlock()
 		}
@@ -853,8 +963,8 @@ func (c *Conn) sendClose() bool {
 	}
 	now := time.Now()
 	limit := now.Add(closeNotifyTimeout)
-	if d := out.deadline.Load(); d != 0 && d < limit.UnixNano() {
-		limit = time.Unix(0, d)
+	if d := out.deadline.when(); !d.IsZero() && d.Before(limit) {
+		limit = d
 	}
 	if !now.Before(limit) {
 		// The write deadline has passed (mux.Session.Abort moves it into the past to drop
@@ -873,6 +983,9 @@ func (c *Conn) sendClose() bool {
 	}
 	defer out.mu.Unlock()
 	if out.err != nil || c.in.reset.Load() {
+		return false
+	}
+	if out.flush(c.conn) != nil {
 		return false
 	}
 	if wb := out.wb.Load(); wb != nil {
@@ -932,27 +1045,59 @@ func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
 
 // SetDeadline sets the underlying connection's read and write deadlines.
 func (c *Conn) SetDeadline(t time.Time) error {
-	c.out.setDeadline(t)
+	c.in.deadline.set(t)
+	c.out.deadline.set(t)
 	return c.conn.SetDeadline(t)
 }
 
 // SetReadDeadline sets the underlying connection's read deadline.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.conn.SetReadDeadline(t) }
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.in.deadline.set(t)
+	return c.conn.SetReadDeadline(t)
+}
 
-// SetWriteDeadline sets the underlying connection's write deadline. A
-// write that times out leaves the stream mid-frame, so it is permanent.
+// SetWriteDeadline sets the underlying connection's write deadline. A write
+// that times out part-way through a frame finishes it at the next Write (see
+// Write), except behind one (16 KiB or more), where the timeout is permanent.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	c.out.setDeadline(t)
+	c.out.deadline.set(t)
 	return c.conn.SetWriteDeadline(t)
 }
 
-// setDeadline records the user's write deadline for Close.
-func (out *outHalf) setDeadline(t time.Time) {
-	var d int64
+// deadline is a deadline the user set, kept for Close and for the calls that
+// find it passed before they reach the connection. at is the deadline as
+// nanoseconds since clockStart, 0 for none: read without a lock, and compared
+// on the monotonic clock, as the connection compares it, whatever the wall
+// clock does.
+type deadline struct{ at atomic.Int64 }
+
+// clockStart is the origin of deadline.at.
+var clockStart = time.Now()
+
+// set records t; the zero time clears the deadline.
+func (d *deadline) set(t time.Time) {
+	var v int64
 	if !t.IsZero() {
-		d = t.UnixNano()
+		if v = int64(t.Sub(clockStart)); v == 0 {
+			v = 1 // 0 is none
+		}
 	}
-	out.deadline.Store(d)
+	d.at.Store(v)
+}
+
+// passed reports whether the deadline is set and has passed.
+func (d *deadline) passed() bool {
+	v := d.at.Load()
+	return v != 0 && int64(time.Since(clockStart)) >= v
+}
+
+// when returns the deadline, or the zero time if none is set.
+func (d *deadline) when() time.Time {
+	v := d.at.Load()
+	if v == 0 {
+		return time.Time{}
+	}
+	return clockStart.Add(time.Duration(v))
 }
 
 // NetConn returns the underlying connection. Reading or writing it directly

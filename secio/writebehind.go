@@ -108,10 +108,10 @@ func (w *writeBehind) writeLoop() {
 }
 
 // drain waits until the queued frames are written, bounded by
-// closeDrainTimeout or the user's earlier write deadline (Unix nanoseconds,
-// 0 for none), after which the writer's blocked write fails and it exits.
+// closeDrainTimeout or the user's earlier write deadline (the zero time for
+// none), after which the writer's blocked write fails and it exits.
 // Close calls it with the Conn already marked closed.
-func (w *writeBehind) drain(deadline int64) {
+func (w *writeBehind) drain(deadline time.Time) {
 	conn := w.conn
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -119,8 +119,8 @@ func (w *writeBehind) drain(deadline int64) {
 		return
 	}
 	limit := time.Now().Add(closeDrainTimeout)
-	if deadline != 0 && deadline < limit.UnixNano() {
-		limit = time.Unix(0, deadline)
+	if !deadline.IsZero() && deadline.Before(limit) {
+		limit = deadline
 	}
 	_ = conn.SetWriteDeadline(limit)
 	_ = conn.SetReadDeadline(time.Unix(1, 0)) // a blocked Read returns ErrClosed now
