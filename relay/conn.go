@@ -6,10 +6,13 @@ package relay
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
@@ -33,6 +36,10 @@ const (
 // duration limit, the relay closing, the other end gone); a clean close by the other end
 // is io.EOF. Conn implements transport.Addressed: its remote multiaddr is
 // RELAYTRANSPORT/p2p-circuit, which a relayed Session's RemoteAddr reports.
+//
+// Its deadlines are the stream's, and a timeout leaves it usable, as a net.Conn's: a Read
+// that times out in a frame header keeps it for the next, a Write that times out in the
+// middle of a frame sends the rest of it first at the next Write.
 type Conn struct {
 	st     net.Conn
 	relay  secio.PeerID
@@ -45,9 +52,16 @@ type Conn struct {
 	r    *bufio.Reader
 	left int   // bytes of the current data frame not yet read
 	rerr error // sticky
+	// rdl is the read deadline as nanoseconds since clockStart (0: none): a Read that
+	// finds its bytes in r does not reach the stream, which would fail it once the
+	// deadline has passed.
+	rdl atomic.Int64
 
-	wmu  sync.Mutex // guards wbuf and serializes frames
+	wmu  sync.Mutex // guards wbuf, unsent and serializes frames
 	wbuf []byte
+	// unsent is the tail of a frame whose write timed out part-way (in wbuf): the other
+	// end expects it before any other frame.
+	unsent []byte
 }
 
 func newConn(st net.Conn, r *bufio.Reader, relay, peer secio.PeerID, limits Limits, local, remote ma.Multiaddr) *Conn {
@@ -65,21 +79,28 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if at := c.rdl.Load(); at != 0 && int64(time.Since(clockStart)) >= at {
+		return 0, os.ErrDeadlineExceeded
+	}
 	for c.left == 0 {
-		n, err := readFrameHeader(c.r)
+		// Peeked, not consumed, until whole: a timeout in the middle leaves it for the
+		// next Read.
+		n, k, err := peekFrameHeader(c.r)
 		if err != nil {
-			c.rerr = err
-			return 0, err
+			return 0, c.readFailed(err)
 		}
 		if n == 0 {
-			code, err := c.r.ReadByte()
+			b, err := c.r.Peek(k + 1)
 			if err != nil {
-				c.rerr = io.ErrUnexpectedEOF
-				return 0, c.rerr
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return 0, c.readFailed(err)
 			}
-			c.rerr = &CircuitError{Code: CloseCode(code)}
+			c.rerr = &CircuitError{Code: CloseCode(b[k])}
 			return 0, c.rerr
 		}
+		c.r.Discard(k)
 		c.left = n
 	}
 	n, err := c.r.Read(p[:min(len(p), c.left)])
@@ -88,42 +109,78 @@ func (c *Conn) Read(p []byte) (int, error) {
 		err = io.ErrUnexpectedEOF // inside a frame
 	}
 	if err != nil {
+		return n, c.readFailed(err)
+	}
+	return n, nil
+}
+
+// readFailed makes err sticky, unless it is a timeout, after which the stream is intact.
+func (c *Conn) readFailed(err error) error {
+	if !timedOut(err) {
 		c.rerr = err
 	}
-	return n, err
+	return err
+}
+
+// timedOut reports whether err is a deadline's.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // readFrameHeader reads a frame's length: a body length in (0, maxFrame], or 0 for a
 // close notice. io.EOF means the stream ended cleanly between frames. maxFrame fits in a
 // three-byte uvarint; a longer header is malformed.
 func readFrameHeader(r *bufio.Reader) (int, error) {
-	var n uint64
+	n, k, err := peekFrameHeader(r)
+	if err != nil {
+		return 0, err
+	}
+	r.Discard(k)
+	return n, nil
+}
+
+// peekFrameHeader is readFrameHeader leaving the header, k bytes, in r.
+func peekFrameHeader(r *bufio.Reader) (n, k int, err error) {
+	var v uint64
 	for i := range maxHeader {
-		b, err := r.ReadByte()
+		p, err := r.Peek(i + 1)
 		if err != nil {
 			if i > 0 && err == io.EOF {
-				return 0, io.ErrUnexpectedEOF
+				return 0, 0, io.ErrUnexpectedEOF
 			}
-			return 0, err
+			return 0, 0, err
 		}
-		n |= uint64(b&0x7f) << (7 * i)
+		b := p[i]
+		v |= uint64(b&0x7f) << (7 * i)
 		if b < 0x80 {
-			if n > maxFrame {
-				return 0, fmt.Errorf("%w: frame of %d bytes, above %d", ErrMalformed, n, maxFrame)
+			if v > maxFrame {
+				return 0, 0, fmt.Errorf("%w: frame of %d bytes, above %d", ErrMalformed, v, maxFrame)
 			}
-			return int(n), nil
+			return int(v), i + 1, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: frame header longer than %d bytes", ErrMalformed, maxHeader)
+	return 0, 0, fmt.Errorf("%w: frame header longer than %d bytes", ErrMalformed, maxHeader)
 }
 
 // maxHeader is the longest frame header: maxFrame in a uvarint.
 const maxHeader = 3
 
-// Write sends p in frames of at most maxFrame bytes, each in one write to the stream.
+// Write sends p in frames of at most maxFrame bytes, each in one write to the stream. A
+// Write that times out part-way through a frame counts the frame as written: the rest of
+// it goes out first at the next Write, since the other end reads it as that frame's. Close
+// does not wait to send it (the other end then reads io.ErrUnexpectedEOF, as for a circuit
+// cut mid-frame).
 func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if len(c.unsent) > 0 {
+		m, err := c.st.Write(c.unsent)
+		c.unsent = c.unsent[m:]
+		if err != nil {
+			return 0, err
+		}
+	}
 	written := 0
 	for len(p) > 0 {
 		chunk := p[:min(len(p), maxFrame)]
@@ -132,7 +189,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 		}
 		b := binary.AppendUvarint(c.wbuf[:0], uint64(len(chunk)))
 		b = append(b, chunk...)
-		if _, err := c.st.Write(b); err != nil {
+		if m, err := c.st.Write(b); err != nil {
+			if m > 0 && m < len(b) && timedOut(err) {
+				c.unsent = b[m:]
+				written += len(chunk)
+			}
 			return written, err
 		}
 		written += len(chunk)
@@ -153,10 +214,31 @@ func (c *Conn) CloseWrite() error {
 }
 
 // SetDeadline sets the stream's deadlines.
-func (c *Conn) SetDeadline(t time.Time) error { return c.st.SetDeadline(t) }
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.setReadDeadline(t)
+	return c.st.SetDeadline(t)
+}
 
 // SetReadDeadline sets the stream's read deadline.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.st.SetReadDeadline(t) }
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.setReadDeadline(t)
+	return c.st.SetReadDeadline(t)
+}
+
+// setReadDeadline records the read deadline for Read's check.
+func (c *Conn) setReadDeadline(t time.Time) {
+	var at int64
+	if !t.IsZero() {
+		if at = int64(t.Sub(clockStart)); at == 0 {
+			at = 1 // 0 is none
+		}
+	}
+	c.rdl.Store(at)
+}
+
+// clockStart is the origin of Conn.rdl: deadlines kept as an offset from it compare on
+// the monotonic clock, as the stream compares them, whatever the wall clock does.
+var clockStart = time.Now()
 
 // SetWriteDeadline sets the stream's write deadline.
 func (c *Conn) SetWriteDeadline(t time.Time) error { return c.st.SetWriteDeadline(t) }
