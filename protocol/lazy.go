@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -22,21 +23,37 @@ const MaxUnanswered = 256 << 10
 // LazyConn is the opener's end of a stream negotiated lazily (see NegotiateLazy): the
 // request goes out with the first data, and the answer is read before the first data the
 // acceptor sends.
+//
+// Its deadlines are those of a net.Conn, the negotiation included: a deadline of the
+// caller's that passes while the request is sent or the answer awaited fails that call
+// with the connection's timeout error and leaves the rest of the negotiation to the next
+// call; only the negotiation's own timeout ends it (ErrNegotiationTimeout).
 type LazyConn struct {
 	net.Conn
 	version string
 	timeout time.Duration
 
 	wmu        sync.Mutex
-	req        []byte // the request, until it is sent
+	req        []byte // what is left to send of the request, until it is all sent
 	unanswered int    // bytes written before the answer was read, request included
 
 	rmu      sync.Mutex
 	answered bool
+	ans      []byte   // the answer as far as it has been read, in ansBuf unless longer
+	ansBuf   [32]byte // room for an acceptance: reading one allocates nothing
 
 	mu  sync.Mutex
 	rdl time.Time // the caller's read deadline
+	wdl time.Time // the caller's write deadline
 	err error     // sticky: the refusal, or why the answer could not be read
+	// answerBy is when the answer is due (the negotiation timeout from the first wait for
+	// it; zero for none). awaiting is set while a call reads the answer, forWrite if that
+	// call is a Write: the connection's read deadline is then the earlier of answerBy and
+	// that call's own deadline. sending is set while a Read sends the request: the
+	// connection's write deadline is then the Read's.
+	answerBy          time.Time
+	awaiting, sending bool
+	forWrite          bool
 }
 
 // NegotiateLazy starts the opener's side of the negotiation without waiting for the
@@ -52,8 +69,10 @@ type LazyConn struct {
 // ErrNoCommonVersion), and by every Read and Write after it; data written before the
 // refusal was known is discarded by the acceptor. A refused stream therefore fails the
 // Read or the Write that waits for it, never leaving a Write blocked. The answer must
-// arrive within timeout of that first Read (or before the caller's read deadline, if
-// earlier), else ErrNegotiationTimeout. Use Negotiate to offer several versions or to
+// arrive within timeout of the first call that waits for it, else ErrNegotiationTimeout,
+// from that call and every one after it. A deadline of the caller's that passes first
+// fails only the call waiting, with the connection's timeout error, as any net.Conn
+// deadline does; the next call waits on. Use Negotiate to offer several versions or to
 // know the outcome before writing.
 func NegotiateLazy(conn net.Conn, name, version string, timeout time.Duration) (*LazyConn, error) {
 	if !ValidName(name) {
@@ -84,25 +103,65 @@ func (c *LazyConn) fail(err error) error {
 	return c.err
 }
 
-// sendRequest writes the request if it has not been sent, in front of first (which may be
-// nil); it reports whether first went with it.
-func (c *LazyConn) sendRequest(first []byte) (sentFirst bool, err error) {
+// sendRequest writes what is left of the request, if anything, in front of first (which
+// may be nil); took reports whether first went with it, n how many of its bytes did (all,
+// unless a deadline cut the write).
+func (c *LazyConn) sendRequest(first []byte) (n int, took bool, err error) {
+	return c.sendRequestWith(first, c.Conn.Write, false)
+}
+
+// sendRequestWith is sendRequest writing with write. The request is kept until all of it
+// is out: a write a deadline cut leaves the rest for the next call, which sends it before
+// anything else. forRead is set when a Read sends it: the Read's deadline bounds the write
+// rather than the write deadline (a Write's timeout does not fail the Reads after it). No
+// other write is in progress then: data is written only once the request is out.
+func (c *LazyConn) sendRequestWith(first []byte, write func([]byte) (int, error), forRead bool) (n int, took bool, err error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.req == nil {
-		return false, nil
+		return 0, false, nil
+	}
+	if forRead {
+		c.mu.Lock()
+		c.sending = true
+		err := c.Conn.SetWriteDeadline(earlier(c.rdl, c.answerBy))
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			c.sending = false
+			_ = c.Conn.SetWriteDeadline(c.wdl)
+			c.mu.Unlock()
+		}()
+		if err != nil {
+			return 0, false, fmt.Errorf("protocol: setting deadline: %w", err)
+		}
 	}
 	b := c.req
 	if len(first) <= lazyCoalesce {
 		b = append(b, first...)
-		sentFirst = true
+		took = true
 	}
-	if _, err := c.Conn.Write(b); err != nil {
-		return false, fmt.Errorf("protocol: sending negotiation request: %w", err)
+	m, err := write(b)
+	c.unanswered += m
+	if m >= len(c.req) {
+		n = m - len(c.req)
+		c.req = nil
+	} else {
+		c.req = c.req[m:]
 	}
-	c.unanswered = len(b)
-	c.req = nil
-	return sentFirst, nil
+	if err != nil {
+		return n, took, ioError("sending negotiation request", err)
+	}
+	return n, took, nil
+}
+
+// ioError wraps an I/O error of the negotiation, except a timeout of the caller's deadline,
+// which is returned as the connection returned it: a net.Error, as a net.Conn's timeouts.
+func ioError(doing string, err error) error {
+	if isTimeout(err) {
+		return err
+	}
+	return fmt.Errorf("protocol: %s: %w", doing, err)
 }
 
 // Write writes p; the first Write carries the request in front of it. Beyond
@@ -112,18 +171,14 @@ func (c *LazyConn) Write(p []byte) (int, error) {
 	if err := c.failed(); err != nil {
 		return 0, err
 	}
-	sent, err := c.sendRequest(p)
-	if err != nil {
-		return 0, err
+	n, took, err := c.sendRequest(p)
+	if err != nil || took {
+		return n, err
 	}
-	if sent {
-		return len(p), nil
-	}
-	n := 0
 	for len(p) > 0 {
 		k := c.unansweredRoom(len(p))
 		if k == 0 {
-			if err := c.awaitAnswer(); err != nil {
+			if err := c.awaitAnswer(true); err != nil {
 				return n, err
 			}
 			continue
@@ -151,20 +206,10 @@ func (c *LazyConn) WriteFinal(p []byte) (int, error) {
 	if err := c.failed(); err != nil {
 		return 0, err
 	}
-	if fw, ok := c.Conn.(finalWriter); ok {
-		c.wmu.Lock()
-		if c.req != nil && len(p) <= lazyCoalesce {
-			b := append(c.req, p...)
-			_, err := fw.WriteFinal(b)
-			c.req = nil
-			c.unanswered = len(b)
-			c.wmu.Unlock()
-			if err != nil {
-				return 0, fmt.Errorf("protocol: sending negotiation request: %w", err)
-			}
-			return len(p), nil
+	if fw, ok := c.Conn.(finalWriter); ok && len(p) <= lazyCoalesce {
+		if n, took, err := c.sendRequestWith(p, fw.WriteFinal, false); err != nil || took {
+			return n, err
 		}
-		c.wmu.Unlock()
 	}
 	n, err := c.Write(p)
 	if err != nil {
@@ -188,25 +233,33 @@ func (c *LazyConn) unansweredRoom(n int) int {
 
 // Read reads the acceptor's data, after its answer.
 func (c *LazyConn) Read(p []byte) (int, error) {
-	if err := c.awaitAnswer(); err != nil {
+	if err := c.awaitAnswer(false); err != nil {
 		return 0, err
 	}
 	return c.Conn.Read(p)
 }
 
 // awaitAnswer reads the acceptor's answer unless it has been read, and returns the
-// refusal or failure if there was one.
-func (c *LazyConn) awaitAnswer() error {
+// refusal or failure if there was one. forWrite is set when a Write waits: its write
+// deadline bounds the wait, rather than the read deadline.
+func (c *LazyConn) awaitAnswer(forWrite bool) error {
 	if err := c.failed(); err != nil {
 		return err
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	if !c.answered {
-		if err := c.readAnswer(); err != nil {
+		if err := c.readAnswer(forWrite); err != nil {
+			if isTimeout(err) && !errors.Is(err, ErrNegotiationTimeout) {
+				if !c.answerDue() {
+					return err // the caller's deadline: the negotiation goes on at the next call
+				}
+				err = fmt.Errorf("%w: %w", ErrNegotiationTimeout, err)
+			}
 			return c.fail(err)
 		}
 		c.answered = true
+		c.ans = nil
 		c.wmu.Lock()
 		c.unanswered = -1
 		c.wmu.Unlock()
@@ -214,30 +267,37 @@ func (c *LazyConn) awaitAnswer() error {
 	return nil
 }
 
-// readAnswer sends the request if needed and reads the answer, within the timeout.
-func (c *LazyConn) readAnswer() error {
-	if _, err := c.sendRequest(nil); err != nil {
-		return err
-	}
+// answerDue reports whether the negotiation's own timeout has passed.
+func (c *LazyConn) answerDue() bool {
 	c.mu.Lock()
-	user := c.rdl
-	c.mu.Unlock()
-	dl := user
-	if c.timeout > 0 {
-		if own := time.Now().Add(c.timeout); dl.IsZero() || own.Before(dl) {
-			dl = own
-		}
+	defer c.mu.Unlock()
+	return !c.answerBy.IsZero() && !time.Now().Before(c.answerBy)
+}
+
+// readAnswer sends the request if needed and reads the answer, within the timeout (counted
+// from the first call that waits) and the caller's deadline. c.rmu is held.
+func (c *LazyConn) readAnswer(forWrite bool) error {
+	c.mu.Lock()
+	if c.answerBy.IsZero() && c.timeout > 0 {
+		c.answerBy = time.Now().Add(c.timeout)
 	}
-	if err := c.Conn.SetReadDeadline(dl); err != nil {
+	c.awaiting, c.forWrite = true, forWrite
+	err := c.Conn.SetReadDeadline(c.answerDeadlineLocked())
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		_ = c.Conn.SetReadDeadline(c.rdl)
+		c.awaiting = false
+		c.mu.Unlock()
+	}()
+	if err != nil {
 		return fmt.Errorf("protocol: setting deadline: %w", err)
 	}
-	var buf [MaxNegotiationSize]byte
-	typ, body, err := readNegotiation(c.Conn, &buf)
-	_ = c.Conn.SetReadDeadline(user)
+	if _, _, err := c.sendRequestWith(nil, c.Conn.Write, !forWrite); err != nil {
+		return err
+	}
+	typ, body, err := c.readAnswerMsg()
 	if err != nil {
-		if isTimeout(err) && !errors.Is(err, ErrNegotiationTimeout) {
-			return fmt.Errorf("%w: %w", ErrNegotiationTimeout, err)
-		}
 		return err
 	}
 	chosen, refused, err := decodeResponse(typ, body)
@@ -252,10 +312,59 @@ func (c *LazyConn) readAnswer() error {
 	return nil
 }
 
+// readAnswerMsg reads the answer into c.ans, going on from where a call a deadline
+// interrupted left it. c.rmu is held.
+func (c *LazyConn) readAnswerMsg() (typ byte, body []byte, err error) {
+	if c.ans == nil {
+		c.ans = c.ansBuf[:0]
+	}
+	need, doing := negHeaderSize, "reading negotiation header"
+	for {
+		if len(c.ans) >= negHeaderSize {
+			t, n, err := parseNegotiationHeader(c.ans[:negHeaderSize])
+			if err != nil {
+				return 0, nil, err
+			}
+			typ, need, doing = t, negHeaderSize+n, "reading negotiation body"
+			if len(c.ans) == need {
+				return typ, c.ans[negHeaderSize:], nil
+			}
+			if cap(c.ans) < need {
+				c.ans = append(make([]byte, 0, need), c.ans...)
+			}
+		}
+		m, err := c.Conn.Read(c.ans[len(c.ans):need])
+		c.ans = c.ans[:len(c.ans)+m]
+		if err != nil && len(c.ans) < need {
+			if err == io.EOF && len(c.ans) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, nil, ioError(doing, err)
+		}
+	}
+}
+
+// answerDeadlineLocked is the connection's read deadline while the answer is awaited: the
+// earlier of the negotiation's and the waiting call's. c.mu is held.
+func (c *LazyConn) answerDeadlineLocked() time.Time {
+	if c.forWrite {
+		return earlier(c.wdl, c.answerBy)
+	}
+	return earlier(c.rdl, c.answerBy)
+}
+
+// earlier returns the earlier of two deadlines, the zero time being none.
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // CloseWrite sends the request if it has not been sent (the acceptor learns of the stream
 // even if nothing was written), then half-closes the stream, if the underlying conn can.
 func (c *LazyConn) CloseWrite() error {
-	if _, err := c.sendRequest(nil); err != nil {
+	if _, _, err := c.sendRequest(nil); err != nil {
 		return err
 	}
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
@@ -269,9 +378,34 @@ func (c *LazyConn) CloseWrite() error {
 // and the negotiation timeout applies.
 func (c *LazyConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.rdl = t
-	c.mu.Unlock()
+	if c.sending {
+		if err := c.Conn.SetWriteDeadline(earlier(t, c.answerBy)); err != nil {
+			return err
+		}
+	}
+	if c.awaiting {
+		return c.Conn.SetReadDeadline(c.answerDeadlineLocked())
+	}
 	return c.Conn.SetReadDeadline(t)
+}
+
+// SetWriteDeadline sets the write deadline; while a Write awaits the answer, the earlier
+// of it and the negotiation timeout applies to that wait.
+func (c *LazyConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wdl = t
+	if c.awaiting && c.forWrite {
+		if err := c.Conn.SetReadDeadline(c.answerDeadlineLocked()); err != nil {
+			return err
+		}
+	}
+	if c.sending {
+		return nil // a Read sends the request under its own deadline, and restores this one
+	}
+	return c.Conn.SetWriteDeadline(t)
 }
 
 // SetDeadline sets the read and write deadlines.
@@ -279,5 +413,5 @@ func (c *LazyConn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {
 		return err
 	}
-	return c.Conn.SetWriteDeadline(t)
+	return c.SetWriteDeadline(t)
 }
