@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/deadline"
 )
 
 // lazyCoalesce is the largest first write that is sent in one piece with the request.
@@ -158,7 +160,7 @@ func (c *LazyConn) sendRequestWith(first []byte, write func([]byte) (int, error)
 // ioError wraps an I/O error of the negotiation, except a timeout of the caller's deadline,
 // which is returned as the connection returned it: a net.Error, as a net.Conn's timeouts.
 func ioError(doing string, err error) error {
-	if isTimeout(err) {
+	if deadline.TimedOut(err) {
 		return err
 	}
 	return fmt.Errorf("protocol: %s: %w", doing, err)
@@ -250,7 +252,7 @@ func (c *LazyConn) awaitAnswer(forWrite bool) error {
 	defer c.rmu.Unlock()
 	if !c.answered {
 		if err := c.readAnswer(forWrite); err != nil {
-			if isTimeout(err) && !errors.Is(err, ErrNegotiationTimeout) {
+			if deadline.TimedOut(err) && !errors.Is(err, ErrNegotiationTimeout) {
 				if !c.answerDue() {
 					return err // the caller's deadline: the negotiation goes on at the next call
 				}

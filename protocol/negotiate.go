@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/deadline"
 )
 
 // Negotiation wire constants (see docs/protocol.md).
@@ -231,7 +232,7 @@ func withContext(ctx context.Context, conn net.Conn, fn func() error) error {
 			}
 		}
 	}
-	if err != nil && isTimeout(err) && !errors.Is(err, ErrNegotiationTimeout) {
+	if err != nil && deadline.TimedOut(err) && !errors.Is(err, ErrNegotiationTimeout) {
 		return fmt.Errorf("%w: %w", ErrNegotiationTimeout, err)
 	}
 	return err
@@ -242,14 +243,6 @@ func mapContextErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrNegotiationTimeout, err)
 	}
 	return fmt.Errorf("protocol: negotiation canceled: %w", err)
-}
-
-func isTimeout(err error) bool {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // readNegotiation reads one negotiation message into buf and returns its type

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tendril-p2p/tendril/internal/testutil"
 	"golang.org/x/net/nettest"
 )
 
@@ -31,7 +32,7 @@ func TestNettest(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-				a, b, err := tcpPair()
+				a, b, err := testutil.DialTCPPair()
 				if err != nil {
 					return nil, nil, nil, err
 				}
@@ -97,40 +98,6 @@ func (c *acceptedConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// tcpPair is testutil.TCPPair for nettest's MakePipe, which wants an error rather than a
-// test to fail.
-func tcpPair() (net.Conn, net.Conn, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer ln.Close()
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan accepted, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- accepted{c, err}
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	r := <-ch
-	if err != nil || r.err != nil {
-		if a != nil {
-			a.Close()
-		}
-		if r.c != nil {
-			r.c.Close()
-		}
-		if err == nil {
-			err = r.err
-		}
-		return nil, nil, err
-	}
-	return a, r.c, nil
-}
-
 // TestLazyDeadlineWhileAwaiting: a deadline of the caller's that passes while a LazyConn
 // awaits the answer (nettest's acceptor answers at once, so its deadlines never meet a
 // wait) fails that call with a plain timeout, a net.Error, and leaves the negotiation to
@@ -138,7 +105,7 @@ func tcpPair() (net.Conn, net.Conn, error) {
 // cuts the answer in the middle, and a Write beyond MaxUnanswered woken by a write
 // deadline. Only the negotiation's own timeout ends the stream (TestNegotiateLazyTimeout).
 func TestLazyDeadlineWhileAwaiting(t *testing.T) {
-	a, b, err := tcpPair()
+	a, b, err := testutil.DialTCPPair()
 	if err != nil {
 		t.Fatal(err)
 	}

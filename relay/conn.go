@@ -6,17 +6,16 @@ package relay
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/tendril-p2p/tendril/internal/deadline"
 	"github.com/tendril-p2p/tendril/secio"
 )
 
@@ -52,10 +51,9 @@ type Conn struct {
 	r    *bufio.Reader
 	left int   // bytes of the current data frame not yet read
 	rerr error // sticky
-	// rdl is the read deadline as nanoseconds since clockStart (0: none): a Read that
-	// finds its bytes in r does not reach the stream, which would fail it once the
-	// deadline has passed.
-	rdl atomic.Int64
+	// rdl is the read deadline: a Read that finds its bytes in r does not reach the
+	// stream, which would fail it once the deadline has passed.
+	rdl deadline.Deadline
 
 	wmu  sync.Mutex // guards wbuf, unsent and serializes frames
 	wbuf []byte
@@ -79,7 +77,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if at := c.rdl.Load(); at != 0 && int64(time.Since(clockStart)) >= at {
+	if c.rdl.Passed() {
 		return 0, os.ErrDeadlineExceeded
 	}
 	for c.left == 0 {
@@ -116,16 +114,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 
 // readFailed makes err sticky, unless it is a timeout, after which the stream is intact.
 func (c *Conn) readFailed(err error) error {
-	if !timedOut(err) {
+	if !deadline.TimedOut(err) {
 		c.rerr = err
 	}
 	return err
-}
-
-// timedOut reports whether err is a deadline's.
-func timedOut(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // readFrameHeader reads a frame's length: a body length in (0, maxFrame], or 0 for a
@@ -190,7 +182,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		b := binary.AppendUvarint(c.wbuf[:0], uint64(len(chunk)))
 		b = append(b, chunk...)
 		if m, err := c.st.Write(b); err != nil {
-			if m > 0 && m < len(b) && timedOut(err) {
+			if m > 0 && m < len(b) && deadline.TimedOut(err) {
 				c.unsent = b[m:]
 				written += len(chunk)
 			}
@@ -215,30 +207,15 @@ func (c *Conn) CloseWrite() error {
 
 // SetDeadline sets the stream's deadlines.
 func (c *Conn) SetDeadline(t time.Time) error {
-	c.setReadDeadline(t)
+	c.rdl.Set(t)
 	return c.st.SetDeadline(t)
 }
 
 // SetReadDeadline sets the stream's read deadline.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	c.setReadDeadline(t)
+	c.rdl.Set(t)
 	return c.st.SetReadDeadline(t)
 }
-
-// setReadDeadline records the read deadline for Read's check.
-func (c *Conn) setReadDeadline(t time.Time) {
-	var at int64
-	if !t.IsZero() {
-		if at = int64(t.Sub(clockStart)); at == 0 {
-			at = 1 // 0 is none
-		}
-	}
-	c.rdl.Store(at)
-}
-
-// clockStart is the origin of Conn.rdl: deadlines kept as an offset from it compare on
-// the monotonic clock, as the stream compares them, whatever the wall clock does.
-var clockStart = time.Now()
 
 // SetWriteDeadline sets the stream's write deadline.
 func (c *Conn) SetWriteDeadline(t time.Time) error { return c.st.SetWriteDeadline(t) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tendril-p2p/tendril/cipher/aead"
 	"github.com/tendril-p2p/tendril/cipher/tea"
+	"github.com/tendril-p2p/tendril/internal/deadline"
 )
 
 // Frame layout constants.
@@ -119,7 +120,7 @@ type inHalf struct {
 	nonData int32
 	// deadline is the user's read deadline: a Read with a frame or plaintext already buffered does not reach the
 	// connection, which would fail it once the deadline has passed.
-	deadline    deadline
+	deadline    deadline.Deadline
 	eof         bool // the connection returned io.EOF
 	staging     bool // a long record is arriving in chunks (see pending)
 	queueLooked bool // queue was looked up (at the first long record)
@@ -140,7 +141,7 @@ type outHalf struct {
 	// wb is made at the first large frame (see writeBehind); deadline
 	// is the user's write deadline, which bounds Close's wait for it.
 	wb       atomic.Pointer[writeBehind]
-	deadline deadline
+	deadline deadline.Deadline
 	// retired is set by Close once it no longer needs the key (its close
 	// record is out or will not be sent): a Write that then finds the Conn
 	// closed overwrites the key material Close could not reach.
@@ -375,7 +376,7 @@ func (in *inHalf) consume(n int) {
 // leaves the stream intact. After a permanent error the read side's buffers
 // go back and its key material is overwritten.
 func (in *inHalf) setErr(err error) error {
-	if timedOut(err) {
+	if deadline.TimedOut(err) {
 		return err
 	}
 	in.err = err
@@ -586,16 +587,10 @@ func (in *inHalf) expired(closed bool) error {
 	if in.err != nil || closed {
 		return nil
 	}
-	if in.deadline.passed() {
+	if in.deadline.Passed() {
 		return os.ErrDeadlineExceeded
 	}
 	return nil
-}
-
-// timedOut reports whether err is a deadline's: it leaves the stream intact.
-func timedOut(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // readFailed makes err permanent for the read side and returns it; a refusal
@@ -716,7 +711,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		}
 		return 0, ErrClosed
 	}
-	if out.deadline.passed() {
+	if out.deadline.Passed() {
 		return 0, os.ErrDeadlineExceeded
 	}
 	if err := out.flush(c.conn); err != nil {
@@ -744,7 +739,7 @@ func (c *Conn) writeFailed(err error) error {
 	out := &c.out
 	if c.closed.Load() {
 		err = ErrClosed
-	} else if timedOut(err) && !out.behindFailed() {
+	} else if deadline.TimedOut(err) && !out.behindFailed() {
 		return err
 	}
 	out.err = err
@@ -854,7 +849,7 @@ func (out *outHalf) send(conn net.Conn, frame *[]byte, large bool) (sent bool, e
 	}
 	m, err := conn.Write(*frame)
 	whole := m == len(*frame)
-	if !whole && err != nil && timedOut(err) {
+	if !whole && err != nil && deadline.TimedOut(err) {
 		out.unsent, out.unsentOff = frame, m
 		return true, err
 	}
@@ -919,7 +914,7 @@ func (c *Conn) close(notify bool) error {
 		first = true
 		c.closed.Store(true)
 		if wb := c.out.wb.Load(); wb != nil {
-			wb.drain(c.out.deadline.when())
+			wb.drain(c.out.deadline.When())
 		}
 		if notify && c.secure && c.sendClose() {
 			c.linger()
@@ -963,7 +958,7 @@ func (c *Conn) sendClose() bool {
 	}
 	now := time.Now()
 	limit := now.Add(closeNotifyTimeout)
-	if d := out.deadline.when(); !d.IsZero() && d.Before(limit) {
+	if d := out.deadline.When(); !d.IsZero() && d.Before(limit) {
 		limit = d
 	}
 	if !now.Before(limit) {
@@ -1045,14 +1040,14 @@ func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
 
 // SetDeadline sets the underlying connection's read and write deadlines.
 func (c *Conn) SetDeadline(t time.Time) error {
-	c.in.deadline.set(t)
-	c.out.deadline.set(t)
+	c.in.deadline.Set(t)
+	c.out.deadline.Set(t)
 	return c.conn.SetDeadline(t)
 }
 
 // SetReadDeadline sets the underlying connection's read deadline.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	c.in.deadline.set(t)
+	c.in.deadline.Set(t)
 	return c.conn.SetReadDeadline(t)
 }
 
@@ -1060,44 +1055,8 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 // that times out part-way through a frame finishes it at the next Write (see
 // Write), except behind one (16 KiB or more), where the timeout is permanent.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	c.out.deadline.set(t)
+	c.out.deadline.Set(t)
 	return c.conn.SetWriteDeadline(t)
-}
-
-// deadline is a deadline the user set, kept for Close and for the calls that
-// find it passed before they reach the connection. at is the deadline as
-// nanoseconds since clockStart, 0 for none: read without a lock, and compared
-// on the monotonic clock, as the connection compares it, whatever the wall
-// clock does.
-type deadline struct{ at atomic.Int64 }
-
-// clockStart is the origin of deadline.at.
-var clockStart = time.Now()
-
-// set records t; the zero time clears the deadline.
-func (d *deadline) set(t time.Time) {
-	var v int64
-	if !t.IsZero() {
-		if v = int64(t.Sub(clockStart)); v == 0 {
-			v = 1 // 0 is none
-		}
-	}
-	d.at.Store(v)
-}
-
-// passed reports whether the deadline is set and has passed.
-func (d *deadline) passed() bool {
-	v := d.at.Load()
-	return v != 0 && int64(time.Since(clockStart)) >= v
-}
-
-// when returns the deadline, or the zero time if none is set.
-func (d *deadline) when() time.Time {
-	v := d.at.Load()
-	if v == 0 {
-		return time.Time{}
-	}
-	return clockStart.Add(time.Duration(v))
 }
 
 // NetConn returns the underlying connection. Reading or writing it directly

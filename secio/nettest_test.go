@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tendril-p2p/tendril/internal/testutil"
 	"golang.org/x/net/nettest"
 )
 
@@ -21,7 +22,7 @@ func TestNettest(t *testing.T) {
 	for _, mode := range []string{"client-first", "server-first", "legacy"} {
 		t.Run(mode, func(t *testing.T) {
 			nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-				a, b, err := tcpPair()
+				a, b, err := testutil.DialTCPPair()
 				if err != nil {
 					return nil, nil, nil, err
 				}
@@ -50,40 +51,6 @@ func TestNettest(t *testing.T) {
 			})
 		})
 	}
-}
-
-// tcpPair is testutil.TCPPair for nettest's MakePipe, which wants an error rather than a
-// test to fail.
-func tcpPair() (net.Conn, net.Conn, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer ln.Close()
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan accepted, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- accepted{c, err}
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	r := <-ch
-	if err != nil || r.err != nil {
-		if a != nil {
-			a.Close()
-		}
-		if r.c != nil {
-			r.c.Close()
-		}
-		if err == nil {
-			err = r.err
-		}
-		return nil, nil, err
-	}
-	return a, r.c, nil
 }
 
 // TestDeadlinePassedBuffered: a Read or NextRecord made after the read deadline passed

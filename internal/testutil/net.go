@@ -9,9 +9,19 @@ import (
 // that hand them to a session let the session close them).
 func TCPPair(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, b, err := DialTCPPair()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return a, b
+}
+
+// DialTCPPair is TCPPair returning its error, for callers without a test to fail
+// (golang.org/x/net/nettest's MakePipe).
+func DialTCPPair() (net.Conn, net.Conn, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
 	}
 	defer ln.Close()
 	type accepted struct {
@@ -25,12 +35,16 @@ func TCPPair(t testing.TB) (net.Conn, net.Conn) {
 	}()
 	a, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
-		t.Fatal(err)
+		ln.Close() // ends the Accept
+		if r := <-ch; r.c != nil {
+			r.c.Close()
+		}
+		return nil, nil, err
 	}
 	r := <-ch
 	if r.err != nil {
 		a.Close()
-		t.Fatal(r.err)
+		return nil, nil, r.err
 	}
-	return a, r.c
+	return a, r.c, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/tendril-p2p/tendril/internal/deadline"
 )
 
 // connIO is a Conn's I/O natively: coder/websocket's Conn over a wire, whose deadlines
@@ -74,7 +75,7 @@ func (c *Conn) readFailed(err error) error {
 		c.rerr = net.ErrClosed
 		return c.rerr
 	}
-	if isTimeout(err) {
+	if deadline.TimedOut(err) {
 		return os.ErrDeadlineExceeded
 	}
 	var fe *frameError
@@ -133,7 +134,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, c.timedOut() // nothing sent: the stream is intact
 	}
 	if err := c.wire.settle(); err != nil {
-		if isTimeout(err) {
+		if deadline.TimedOut(err) {
 			return 0, c.timedOut()
 		}
 		c.werr = c.writeFailed(err)
@@ -167,7 +168,7 @@ func (c *Conn) timedOut() error {
 }
 
 func (c *Conn) writeFailed(err error) error {
-	if isTimeout(err) || c.closed.Load() {
+	if deadline.TimedOut(err) || c.closed.Load() {
 		return c.timedOut()
 	}
 	return fmt.Errorf("ws: write: %w", err)

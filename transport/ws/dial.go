@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/tendril-p2p/tendril/internal/deadline"
 )
 
 // dial connects to tg and runs the client side of the upgrade: coder/websocket makes the
@@ -32,7 +33,7 @@ func (t *Transport) dial(ctx context.Context, tg target) (net.Conn, error) {
 		if trip.wire != nil {
 			trip.wire.Close()
 		}
-		if ctx.Err() != nil || isTimeout(err) {
+		if ctx.Err() != nil || deadline.TimedOut(err) {
 			err = causeOf(ctx, err)
 		}
 		return nil, fmt.Errorf("ws: dial %s: %w", tg.addr, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/tendril-p2p/tendril/internal/deadline"
 	"github.com/tendril-p2p/tendril/internal/proxyhdr"
 	"github.com/tendril-p2p/tendril/transport"
 )
@@ -206,7 +207,7 @@ func (h *Handler) Upgrade(ctx context.Context, c net.Conn) (net.Conn, error) {
 		} else if hw.wire != nil {
 			hw.wire.Close()
 		}
-		if !stopped || isTimeout(err) {
+		if !stopped || deadline.TimedOut(err) {
 			err = causeOf(ctx, err)
 		}
 		return nil, fmt.Errorf("ws: upgrade from %s: %w", p.remote, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/tendril-p2p/tendril/internal/deadline"
 	"github.com/tendril-p2p/tendril/internal/proxyhdr"
 	"github.com/tendril-p2p/tendril/transport"
 )
@@ -94,7 +95,7 @@ func (l *Listener) Upgrade(ctx context.Context, c net.Conn) (net.Conn, error) {
 	if err != nil && errors.Is(err, transport.ErrBadHeader) {
 		return nil, err
 	}
-	if !stopped || err != nil && isTimeout(err) {
+	if !stopped || err != nil && deadline.TimedOut(err) {
 		if wc != nil {
 			wc.ws.CloseNow()
 		}
@@ -114,7 +115,7 @@ func (l *Listener) upgrade(ctx context.Context, c net.Conn) (*Conn, error) {
 	if l.opts.Trusted(remote.Addr()) {
 		pc, err := proxyhdr.Accept(c, true)
 		if err != nil {
-			if isTimeout(err) {
+			if deadline.TimedOut(err) {
 				return nil, err
 			}
 			return nil, fmt.Errorf("ws: upgrade from %s: %w: %w", remote, transport.ErrBadHeader, err)
@@ -125,7 +126,7 @@ func (l *Listener) upgrade(ctx context.Context, c net.Conn) (*Conn, error) {
 	if l.tls != nil {
 		tc := tls.Server(conn, l.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			if isTimeout(err) || ctx.Err() != nil {
+			if deadline.TimedOut(err) || ctx.Err() != nil {
 				return nil, err
 			}
 			return nil, fmt.Errorf("ws: upgrade from %s: %w: TLS handshake: %w", remote, transport.ErrBadHeader, err)
@@ -148,7 +149,7 @@ func (l *Listener) upgrade(ctx context.Context, c net.Conn) (*Conn, error) {
 	putRequestReader(br)
 	if err != nil {
 		switch {
-		case isTimeout(lr.err):
+		case deadline.TimedOut(lr.err):
 			return nil, lr.err
 		case lr.n <= 0:
 			return nil, l.refuse(conn, remote, &refusal{status: http.StatusRequestHeaderFieldsTooLarge,
@@ -205,7 +206,7 @@ func (l *Listener) refuse(conn net.Conn, remote netip.AddrPort, f *refusal) erro
 // moment before ctx's timer fires, hence the short wait for it.
 func causeOf(ctx context.Context, err error) error {
 	if ctx.Err() == nil {
-		if _, ok := ctx.Deadline(); ok && isTimeout(err) {
+		if _, ok := ctx.Deadline(); ok && deadline.TimedOut(err) {
 			t := time.NewTimer(100 * time.Millisecond)
 			defer t.Stop()
 			select {

@@ -9,11 +9,12 @@ import (
 	"errors"
 	"math/bits"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tendril-p2p/tendril/internal/deadline"
 )
 
 // wire is the connection under the WebSocket framing (TCP, TLS over TCP, a trusted
@@ -155,7 +156,7 @@ func (w *wire) send(pend *[]byte, a, b []byte) error {
 		k, err = w.Conn.Write(held)
 		n = int64(k)
 	}
-	if err != nil && isTimeout(err) && !w.tls {
+	if err != nil && deadline.TimedOut(err) && !w.tls {
 		// Keep the unwritten rest of held, a and b, in order.
 		rest := pendBuffers.Get().(*[]byte)
 		*rest = (*rest)[:0]
@@ -329,8 +330,3 @@ func (w *wire) beginClose(timeout time.Duration) bool {
 
 // isClosing reports whether beginClose has been called.
 func (w *wire) isClosing() bool { return w.closing.Load() }
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
-}

@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+
+	"github.com/tendril-p2p/tendril/internal/deadline"
 )
 
 // errHandedOff reports that coder/websocket reads the stream now (see handOff).
@@ -58,7 +60,7 @@ func (w *wire) readData(p []byte) (int, error) {
 			} else {
 				w.rerr = io.ErrUnexpectedEOF
 			}
-		case err != nil && !isTimeout(err):
+		case err != nil && !deadline.TimedOut(err):
 			w.rerr = err
 		}
 		if m > 0 {
