@@ -135,9 +135,10 @@ type Stream interface {
 //
 // With one version listed, negotiation is lazy: the request travels with the first data
 // (no round trip of its own), OpenStream returns at once, and a refusal by the peer
-// (ErrUnknownProtocol, ErrNoCommonVersion, wrapped) is the error of the first Read, or of
-// the Write that would send more than protocol.MaxUnanswered bytes before the answer came:
-// never a Write blocked for good. With several versions listed, OpenStream waits for the
+// (ErrUnknownProtocol, ErrNoCommonVersion, wrapped) is the error of the first Read, of
+// the Write that would send more than protocol.MaxUnanswered bytes before the answer came,
+// or of a Write that meets the reset with which the peer closes a refused stream: never a
+// Write blocked for good, nor a bare reset in place of the refusal. With several versions listed, OpenStream waits for the
 // negotiation and returns its outcome.
 func (s *Session) OpenStream(ctx context.Context, name string) (Stream, string, error) {
 	p := s.svc.protocol(name)

@@ -280,3 +280,42 @@ func TestHandlerClosesStream(t *testing.T) {
 		t.Fatalf("reading the handler's answer and end: %q, %v; want \"bye\" and the end of the stream", b, err)
 	}
 }
+
+// TestLazyRefusalBeforeReset: a peer that lacks a lazily opened stream's protocol answers
+// with its refusal and closes the stream with the opener's data unread, which resets it
+// (as TCP does); the opener's Write then fails with the refusal, which names the cause,
+// not with the bare reset that follows it (cmd/tendril's TestBenchNotServed saw "mux:
+// stream reset" in about half its runs).
+func TestLazyRefusalBeforeReset(t *testing.T) {
+	a := newService(t, Config{Protocols: []Protocol{{Name: "/only-a", Versions: []string{"1"}}}})
+	b := newService(t, Config{})
+	sess := dial(t, a, listen(t, b))
+	st, _, err := sess.OpenStream(context.Background(), "/only-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Write([]byte("the request goes with this")); err != nil {
+		t.Fatal(err)
+	}
+	if !waitEvent(t, b, EventNegotiationFailed) {
+		t.Fatal("b reported no negotiation failure")
+	}
+	// Let the refusal and the reset behind it arrive, so that the next Write meets the
+	// reset rather than an open stream.
+	time.Sleep(100 * time.Millisecond)
+	buf := make([]byte, 1024)
+	for written := 0; ; written += len(buf) {
+		_, err := st.Write(buf)
+		if err == nil {
+			if written > protocol.MaxUnanswered {
+				t.Fatalf("%d bytes written to a refused stream", written)
+			}
+			continue
+		}
+		if !errors.Is(err, protocol.ErrUnknownProtocol) {
+			t.Fatalf("Write after the refusal: %v, want protocol.ErrUnknownProtocol", err)
+		}
+		return
+	}
+}

@@ -188,11 +188,27 @@ func (c *LazyConn) Write(p []byte) (int, error) {
 		w, err := c.Conn.Write(p[:k])
 		n += w
 		if err != nil {
-			return n, err
+			return n, c.refusalOr(err)
 		}
 		p = p[k:]
 	}
 	return n, nil
+}
+
+// refusalOr returns the acceptor's refusal, if it refused, in place of err, the failure of
+// a write made before the answer was read. An acceptor that refuses closes the stream with
+// the opener's data unread, which resets it (as TCP does), so the opener's next write fails
+// with the reset while the refusal that explains it is still unread, ahead of the reset. A
+// timeout is returned as it is: the stream is intact and the answer may still be on its way.
+func (c *LazyConn) refusalOr(err error) error {
+	if deadline.TimedOut(err) {
+		return err
+	}
+	var refused *RefusedError
+	if aerr := c.awaitAnswer(true); errors.As(aerr, &refused) {
+		return aerr
+	}
+	return err
 }
 
 // finalWriter is a conn that can write and half-close in one write (mux.Stream).
