@@ -397,8 +397,8 @@ func (s *Service) heard(h *admit.Handshake) error {
 // returning it, so secio spends nothing on it. From then on Read costs a nil check; the
 // watch's state is dropped, and the connection stays under the secure connection for the
 // session's life as 24 bytes. Everything else (deadlines, Close, addresses) is the
-// embedded connection's; CloseWrite is passed on, for secio's half-close when it closes
-// the session.
+// embedded connection's; CloseWrite and SetLinger are passed on, for secio's close of the
+// session.
 type helloConn struct {
 	net.Conn
 	w *helloWatch // nil once the first message has arrived
@@ -467,6 +467,16 @@ func (c *helloConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return fmt.Errorf("tendril: %T cannot half-close", c.Conn)
+}
+
+// SetLinger passes the socket's linger on: secio's close, on the listener's side, resets
+// the connection once the peer has closed its side (see secio.Conn.Close), and a refused
+// connection is reset (abortConn).
+func (c *helloConn) SetLinger(sec int) error {
+	if l, ok := c.Conn.(lingerer); ok {
+		return l.SetLinger(sec)
+	}
+	return fmt.Errorf("tendril: %T has no linger", c.Conn)
 }
 
 // gatePeer asks the Gater about an authenticated peer.

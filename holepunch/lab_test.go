@@ -46,23 +46,9 @@ func TestLabPunch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			l := lab.New(t)
-			bin := lab.Build(t, "github.com/tendril-p2p/tendril/holepunch/internal/punchnode")
-			inet := l.Public("inet")
-			a := l.Host("a", inet)
-			a.Link(inet).Delay(5 * time.Millisecond)
-			hosts := map[string]*lab.Host{}
-			for name, kind := range map[string]lab.NATConfig{"b": c.b, "c": c.c} {
-				lan := l.LAN("lan-" + name)
-				n := l.NATRouter("nat-"+name, lan, inet, kind)
-				n.WAN.Delay(10 * time.Millisecond)
-				h := l.Host(name, lan)
-				h.DefaultVia(n.Host)
-				hosts[name] = h
-			}
-			relayNode := a.Start(ctx, bin, "-relay", "-listen", "/ip4/0.0.0.0/tcp/4001")
-			relayAddr := waitMatch(t, ctx, relayNode, listeningRE)
-			relayAddr = strings.Replace(relayAddr, "/ip4/0.0.0.0/", "/ip4/"+a.Addr(inet).String()+"/", 1)
+			l, bin, inet, a := punchLab(t)
+			hosts := map[string]*lab.Host{"b": behindNAT(l, inet, "b", c.b), "c": behindNAT(l, inet, "c", c.c)}
+			relayAddr := startRelay(t, ctx, bin, a, inet)
 			bNode := hosts["b"].Start(ctx, bin, "-listen", "/ip4/0.0.0.0/tcp/4001", "-reserve", relayAddr)
 			circuit := waitMatch(t, ctx, bNode, circuitRE)
 
@@ -117,6 +103,36 @@ func waitMatch(t *testing.T, ctx context.Context, p *lab.Process, re *regexp.Reg
 	return re.FindStringSubmatch(line)[1]
 }
 
+// punchLab builds the punch tests' lab: a public segment inet with A on it, its link
+// delayed 5 ms each way, and the punchnode program.
+func punchLab(t *testing.T) (l *lab.Lab, bin string, inet *lab.Segment, a *lab.Host) {
+	l = lab.New(t)
+	bin = lab.Build(t, "github.com/tendril-p2p/tendril/holepunch/internal/punchnode")
+	inet = l.Public("inet")
+	a = l.Host("a", inet)
+	a.Link(inet).Delay(5 * time.Millisecond)
+	return l, bin, inet, a
+}
+
+// behindNAT adds a host named name on a LAN of its own behind a NAT router of the kind
+// given, whose public link (on inet) delays each way by 10 ms.
+func behindNAT(l *lab.Lab, inet *lab.Segment, name string, kind lab.NATConfig) *lab.Host {
+	lan := l.LAN("lan-" + name)
+	n := l.NATRouter("nat-"+name, lan, inet, kind)
+	n.WAN.Delay(10 * time.Millisecond)
+	h := l.Host(name, lan)
+	h.DefaultVia(n.Host)
+	return h
+}
+
+// startRelay starts a relay node on a (public, on inet) and returns its address.
+func startRelay(t *testing.T, ctx context.Context, bin string, a *lab.Host, inet *lab.Segment) string {
+	t.Helper()
+	relayNode := a.Start(ctx, bin, "-relay", "-listen", "/ip4/0.0.0.0/tcp/4001")
+	relayAddr := waitMatch(t, ctx, relayNode, listeningRE)
+	return strings.Replace(relayAddr, "/ip4/0.0.0.0/", "/ip4/"+a.Addr(inet).String()+"/", 1)
+}
+
 var (
 	pingRE   = regexp.MustCompile(`^PING median=(\S+) max=(\S+) n=(\d+)`)
 	attackRE = regexp.MustCompile(`^ATTACK (.*)`)
@@ -138,16 +154,8 @@ func TestLabHostileRelay(t *testing.T) {
 	bin := lab.Build(t, "github.com/tendril-p2p/tendril/holepunch/internal/punchnode")
 	inet := l.Public("inet")
 	a, h, m := l.Host("a", inet), l.Host("h", inet), l.Host("m", inet)
-	hosts := map[string]*lab.Host{}
-	for _, name := range []string{"b", "c"} {
-		lan := l.LAN("lan-" + name)
-		n := l.NATRouter("nat-"+name, lan, inet, lab.NATConfig{})
-		n.WAN.Delay(10 * time.Millisecond)
-		hosts[name] = l.Host(name, lan)
-		hosts[name].DefaultVia(n.Host)
-	}
-	relayNode := a.Start(ctx, bin, "-relay", "-listen", "/ip4/0.0.0.0/tcp/4001")
-	relayAddr := strings.Replace(waitMatch(t, ctx, relayNode, listeningRE), "/ip4/0.0.0.0/", "/ip4/"+a.Addr(inet).String()+"/", 1)
+	hosts := map[string]*lab.Host{"b": behindNAT(l, inet, "b", lab.NATConfig{}), "c": behindNAT(l, inet, "c", lab.NATConfig{})}
+	relayAddr := startRelay(t, ctx, bin, a, inet)
 	bNode := hosts["b"].Start(ctx, bin, "-listen", "/ip4/0.0.0.0/tcp/4001", "-reserve", relayAddr)
 	circuit := waitMatch(t, ctx, bNode, circuitRE)
 	pinger := h.Start(ctx, bin, "-ping", relayAddr, "-every", "500ms")
@@ -215,4 +223,79 @@ func waitLine(t *testing.T, ctx context.Context, p *lab.Process, re *regexp.Rege
 		t.Fatalf("%s: %v\n%s", p, err, p.Output())
 	}
 	return line
+}
+
+// TestLabRepunch: B (behind a NAT) and C punch, the direct session closes, and a second
+// later C dials B through the relay again from the same listen port, as a chat peer that
+// reconnects does, so that B punches again between the same two ports while the first
+// connection's end is fresh; every round must go direct. The direct session is closed by
+// the initiator B, by the responder C, or by C's process exiting (a restart: a new process
+// on the same port). C is behind a NAT or public, B and C both public in the plain case.
+//
+// C uses no TCP timestamps, as Windows does by default: Linux lets a connect from a bound
+// port reuse a four-tuple in TIME_WAIT only when the old connection had timestamps, so
+// without them a side that closed first (the Service's close makes both sides send a FIN
+// about at once: often both) kept the tuple for a minute, and its connect failed with
+// EADDRNOTAVAIL (both sides' when both closed first, the initiator's or the responder's
+// otherwise), every attempt of the round. secio's close now leaves no TIME_WAIT behind.
+func TestLabRepunch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs nodes in network namespaces")
+	}
+	nat := lab.NATConfig{} // endpoint-independent mapping, port-dependent filtering
+	for _, c := range []struct {
+		name   string
+		b, c   *lab.NATConfig // nil: the host is on the public segment
+		closer string         // peer: B closes each direct session; self: C does; restart: C's process exits
+	}{
+		{"NATs/initiator-closes", &nat, &nat, "peer"},
+		{"NATs/responder-closes", &nat, &nat, "self"},
+		{"NATs/responder-restarts", &nat, &nat, "restart"},
+		{"public-responder/initiator-closes", &nat, nil, "peer"},
+		{"public-responder/responder-closes", &nat, nil, "self"},
+		{"public/initiator-closes", nil, nil, "peer"},
+		{"public/responder-closes", nil, nil, "self"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			l, bin, inet, a := punchLab(t)
+			hosts := map[string]*lab.Host{}
+			for name, kind := range map[string]*lab.NATConfig{"b": c.b, "c": c.c} {
+				if kind != nil {
+					hosts[name] = behindNAT(l, inet, name, *kind)
+					continue
+				}
+				hosts[name] = l.Host(name, inet)
+				hosts[name].Link(inet).Delay(10 * time.Millisecond)
+			}
+			hosts["c"].Sysctl("net.ipv4.tcp_timestamps", "0")
+			relayAddr := startRelay(t, ctx, bin, a, inet)
+			bNode := hosts["b"].Start(ctx, bin, "-debug", "-listen", "/ip4/0.0.0.0/tcp/4001", "-reserve", relayAddr)
+			circuit := waitMatch(t, ctx, bNode, circuitRE)
+			const rounds = 3
+			args := []string{"-debug", "-listen", "/ip4/0.0.0.0/tcp/5000", "-bootstrap", relayAddr,
+				"-dial", circuit, "-wait", "20s", "-pause", "1s"}
+			var cNode *lab.Process
+			for round := 1; round <= rounds; round++ {
+				switch {
+				case c.closer == "restart":
+					if cNode != nil {
+						if err := cNode.Wait(ctx); err != nil { // it exits after its RESULT
+							t.Fatalf("C's process of round %d: %v", round-1, err)
+						}
+						time.Sleep(time.Second)
+					}
+					cNode = hosts["c"].Start(ctx, bin, args...)
+				case cNode == nil:
+					cNode = hosts["c"].Start(ctx, bin, append(args, "-rounds", fmt.Sprint(rounds), "-close", c.closer)...)
+				}
+				res := waitMatch(t, ctx, cNode, resultRE)
+				t.Logf("round %d: %s", round, res)
+				if !tookRE.MatchString(res) {
+					t.Fatalf("round %d stayed relayed: %s", round, res)
+				}
+			}
+		})
+	}
 }

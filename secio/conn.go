@@ -68,8 +68,9 @@ type Conn struct {
 	suite     aead.Suite
 	kex       KeyExchange
 	secure    bool
+	dialer    bool // this side dialled (ran Client): it sends its FIN first when closing (see linger)
 	// handshakeRTT is the handshake's round trip as this side measured it, in microseconds
-	// (HandshakeRTT), packed beside the three bytes above.
+	// (HandshakeRTT), packed beside the four bytes above.
 	handshakeRTT uint32
 
 	closed    atomic.Bool
@@ -904,6 +905,12 @@ func (out *outHalf) sealRecord(chunk []byte, typ byte) (*[]byte, error) {
 // write is bounded by 1 s or an earlier write deadline. Close is safe to call more
 // than once and from any goroutine; calls after the first return nil.
 // Blocked Reads and Writes return an error wrapping net.ErrClosed.
+//
+// After its close record Close waits, up to half a second, for the peer to
+// close its side. The dialer half-closes first (CloseWrite); the listener,
+// over a connection it can reset (TCP), sends no FIN and resets the
+// connection once the peer's FIN has arrived, so that neither end keeps
+// the connection's ports in TIME_WAIT (see linger).
 func (c *Conn) Close() error { return c.close(true) }
 
 // close closes c, first sending a close record if notify is set; a Conn
@@ -1001,16 +1008,34 @@ func (c *Conn) sendClose() bool {
 // its side: about one round trip when the peer follows the protocol.
 var closeLinger = 500 * time.Millisecond
 
-// linger half-closes the connection after the close record and reads (and drops) what the
-// peer still sends until it closes its side too, for at most closeLinger. Closing a TCP
+// linger ends the connection after the close record: it reads (and drops) what the peer
+// still sends until the peer closes its side too, for at most closeLinger. Closing a TCP
 // socket while data the peer sent is unread in its receive buffer makes the kernel send a
 // reset instead of a FIN, and a reset makes the peer's kernel drop what it received but
 // its application has not read yet: the close record and the data before it. A peer's last
 // window updates and acknowledgements arrive just then, whenever nobody happens to be
 // reading. A Read in progress drains the connection itself; linger waits for it to end.
+//
+// Only the dialer half-closes (sends its FIN) at once. The listener of a TCP connection
+// (one that can be reset) sends no FIN: once the peer's FIN has arrived, after the peer's
+// close record, its close is a reset (SO_LINGER 0). A side that sends its FIN first and
+// then receives the other's keeps the connection's four-tuple in TIME_WAIT for a minute,
+// and a listener's tuple is its listen port and the peer's address: a hole punch between
+// the same two listen ports (a peer that reconnects) would find its connect refused with
+// EADDRNOTAVAIL wherever the old connection did not use TCP timestamps, and a new SYN
+// from a NAT's port is dropped while the tuple lingers. A reset from CLOSE_WAIT leaves no
+// TIME_WAIT on either side, and loses nothing: the peer sends its FIN only from its own
+// Close, so it reads no more. The roles are fixed by the handshake, so the two ends never
+// both wait for the other's FIN, and the close is as quick as the dialer's. If the peer
+// has not closed within closeLinger, the listener closes with a FIN after all.
 func (c *Conn) linger() {
 	cw, ok := c.conn.(interface{ CloseWrite() error })
-	if !ok || cw.CloseWrite() != nil {
+	if !ok {
+		return
+	}
+	rst, _ := c.conn.(interface{ SetLinger(sec int) error })
+	waitFIN := !c.dialer && rst != nil
+	if !waitFIN && cw.CloseWrite() != nil {
 		return
 	}
 	end := time.Now().Add(closeLinger)
@@ -1026,9 +1051,14 @@ func (c *Conn) linger() {
 	defer c.in.mu.Unlock()
 	var buf [2048]byte
 	for {
-		if _, err := c.conn.Read(buf[:]); err != nil {
-			return
+		_, err := c.conn.Read(buf[:])
+		if err == nil {
+			continue
 		}
+		if waitFIN && err == io.EOF {
+			_ = rst.SetLinger(0)
+		}
+		return
 	}
 }
 

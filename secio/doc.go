@@ -38,7 +38,9 @@
 // announced by a key update record; a key update before the 65th record of
 // its key ([ErrKeyUpdateTooSoon]) and more than 16 records in a row without
 // data ([ErrTooManyNonDataRecords]) end the connection. Close sends a close
-// record; a connection that ends without one reads as [ErrTruncated].
+// record; a connection that ends without one reads as [ErrTruncated]. Over
+// TCP the dialer then sends its FIN, and the listener resets the connection
+// once that FIN has come, so that no TIME_WAIT is left on either end.
 //
 // # Memory
 //

@@ -584,6 +584,7 @@ func (hs *handshakeState) finish() error {
 	c.suite = hs.suite
 	c.kex = hs.kex
 	c.secure = true
+	c.dialer = hs.dialer
 	return nil
 }
 

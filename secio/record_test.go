@@ -381,61 +381,78 @@ func TestNoCloseRecordAfterReset(t *testing.T) {
 // TestCloseLingers: a Conn closed while data from the peer sits unread in its socket still
 // ends cleanly for the peer: everything written before Close, then io.EOF. Without the
 // linger the kernel answers the unread data with a reset, and the peer's kernel drops what
-// its application had not read yet.
+// its application had not read yet. The dialer half-closes at once; the listener waits for
+// the peer's FIN, then resets: either way the peer reads all, and Close returns once the
+// peer has closed.
 func TestCloseLingers(t *testing.T) {
 	defer func(d time.Duration) { closeLinger = d }(closeLinger)
 	closeLinger = 2 * time.Second
-	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
-	if _, err := sb.Write(make([]byte, 4<<10)); err != nil { // sa never reads it
-		t.Fatal(err)
-	}
-	// More than the peer's socket takes while it does not read: the rest waits in sa's
-	// send buffer when sa closes.
-	want := make([]byte, 1<<20)
-	for i := range want {
-		want[i] = byte(i)
-	}
-	if _, err := sa.Write(want); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(20 * time.Millisecond) // sb's 4 KiB are in sa's socket now
-	closed := make(chan error, 1)
-	go func() { closed <- sa.Close() }()
-	time.Sleep(50 * time.Millisecond) // a reset, if any, reaches sb's socket before it reads
-	got, err := io.ReadAll(sb)
-	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("the peer read %d of %d bytes, then %v; want all, then a clean end", len(got), len(want), err)
-	}
-	sb.Close()
-	select {
-	case <-closed:
-	case <-time.After(time.Second):
-		t.Fatal("Close still lingers after the peer closed")
+	for _, closer := range []string{"dialer", "listener"} {
+		t.Run(closer, func(t *testing.T) {
+			sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+			if closer == "listener" {
+				sa, sb = sb, sa
+			}
+			if _, err := sb.Write(make([]byte, 4<<10)); err != nil { // sa never reads it
+				t.Fatal(err)
+			}
+			// More than the peer's socket takes while it does not read: the rest waits in sa's
+			// send buffer when sa closes.
+			want := make([]byte, 1<<20)
+			for i := range want {
+				want[i] = byte(i)
+			}
+			if _, err := sa.Write(want); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // sb's 4 KiB are in sa's socket now
+			closed := make(chan error, 1)
+			go func() { closed <- sa.Close() }()
+			time.Sleep(50 * time.Millisecond) // a reset, if any, reaches sb's socket before it reads
+			got, err := io.ReadAll(sb)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("the peer read %d of %d bytes, then %v; want all, then a clean end", len(got), len(want), err)
+			}
+			sb.Close()
+			select {
+			case <-closed:
+			case <-time.After(time.Second):
+				t.Fatal("Close still lingers after the peer closed")
+			}
+		})
 	}
 }
 
 // TestCloseLingerBounded: a peer that never closes its side, and keeps sending, holds a
-// Close for at most closeLinger; what it sends meanwhile is dropped, not buffered.
+// Close for at most closeLinger, the dialer's and the listener's; what it sends meanwhile
+// is dropped, not buffered.
 func TestCloseLingerBounded(t *testing.T) {
 	defer func(d time.Duration) { closeLinger = d }(closeLinger)
 	closeLinger = 200 * time.Millisecond
-	sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
-	stop := make(chan struct{})
-	done := keepWriting(sb, 16<<10, stop) // the peer ignores the close record: it writes on and never closes
-	time.Sleep(20 * time.Millisecond)
-	closed := make(chan struct{})
-	go func() {
-		sa.Close()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close still lingers 5 s after the close record, with closeLinger 200 ms")
+	for _, closer := range []string{"dialer", "listener"} {
+		t.Run(closer, func(t *testing.T) {
+			sa, sb := securePair(t, transports[1], testConfig("a"), testConfig("b"))
+			if closer == "listener" {
+				sa, sb = sb, sa
+			}
+			stop := make(chan struct{})
+			done := keepWriting(sb, 16<<10, stop) // the peer ignores the close record: it writes on and never closes
+			time.Sleep(20 * time.Millisecond)
+			closed := make(chan struct{})
+			go func() {
+				sa.Close()
+				close(closed)
+			}()
+			select {
+			case <-closed:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Close still lingers 5 s after the close record, with closeLinger 200 ms")
+			}
+			close(stop)
+			sb.Close()
+			<-done
+		})
 	}
-	close(stop)
-	sb.Close()
-	<-done
 }
 
 // nonceLog records the nonces that AEADs made through newAEAD seal with.

@@ -9,13 +9,17 @@
 //
 // Every node prints "LISTENING <addr>" first. A dialling node prints, once its relayed
 // session is up, "RELAYED", then within -wait either "RESULT direct took=<d>" or
-// "RESULT relayed <report>", and exits.
+// "RESULT relayed <report>", and exits. With -rounds N it does so N times: after each
+// direct session it closes that session (-close self) or has the other end close it
+// (-close peer), prints "CLOSED", waits -pause and dials through the relay again, so
+// that the next punch reuses the same two ports.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -59,6 +63,10 @@ func run() error {
 	count := flag.Int("n", 100, "identities (reservations), or concurrent circuits, an attack uses")
 	ping := flag.String("ping", "", "peer to measure echo round trips with, printing PING lines every -every")
 	every := flag.Duration("every", time.Second, "how often -ping prints")
+	rounds := flag.Int("rounds", 1, "relayed dials and punches in a row (-dial)")
+	closer := flag.String("close", "self", "who closes each direct session between rounds: self or peer")
+	pause := flag.Duration("pause", time.Second, "the pause between a round's close and the next dial")
+	debug := flag.Bool("debug", false, "log the Puncher's debug lines to standard error")
 	flag.Parse()
 	if *attack != "" {
 		return runAttack(*attack, *target, *dial, *count)
@@ -73,7 +81,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	svc, err := tendril.New(tendril.Config{PrivateKey: key, Protocols: []tendril.Protocol{echoProtocol()}})
+	svc, err := tendril.New(tendril.Config{PrivateKey: key, Protocols: []tendril.Protocol{echoProtocol(), closeProtocol()}})
 	if err != nil {
 		return err
 	}
@@ -89,7 +97,11 @@ func run() error {
 	}
 	addr.Peer = svc.ID()
 	fmt.Println("LISTENING", addr)
-	p, err := holepunch.New(svc, id, holepunch.Config{Allow: anyButLoopback})
+	pcfg := holepunch.Config{Allow: anyButLoopback}
+	if *debug {
+		pcfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	p, err := holepunch.New(svc, id, pcfg)
 	if err != nil {
 		return err
 	}
@@ -147,26 +159,89 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	for round := 1; ; round++ {
+		direct, err := dialOnce(ctx, svc, p, c, *wait)
+		if err != nil || !direct || round == *rounds {
+			return err
+		}
+		if err := closeDirect(ctx, svc, c.Target, *closer); err != nil {
+			return err
+		}
+		fmt.Println("CLOSED")
+		select {
+		case <-time.After(*pause):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// dialOnce dials c through its relay and waits up to wait for a direct session with its
+// target, printing RELAYED and RESULT; it reports whether the session went direct.
+func dialOnce(ctx context.Context, svc *tendril.Service, p *holepunch.Puncher, c relay.Circuit, wait time.Duration) (bool, error) {
 	sess, err := relay.Dial(ctx, svc, c)
 	if err != nil {
-		return err
+		return false, err
 	}
 	fmt.Println("RELAYED")
-	deadline := time.After(*wait)
+	deadline := time.After(wait)
 	for {
 		if s := svc.Session(c.Target); s != nil && !s.Relayed() {
 			fmt.Printf("RESULT direct took=%s\n", s.OpenedAt().Sub(sess.OpenedAt()).Round(100*time.Microsecond))
-			return nil
+			return true, nil
 		}
 		select {
 		case <-time.After(2 * time.Millisecond):
 			continue
 		case <-deadline:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 		r, _ := p.PeerReport(c.Target)
 		fmt.Println("RESULT relayed", r)
-		return nil
+		return false, nil
 	}
+}
+
+// closeDirect ends the direct session with peer, closed by this node (self) or by the
+// peer, asked to over the close protocol (peer), and waits until it is gone.
+func closeDirect(ctx context.Context, svc *tendril.Service, peer secio.PeerID, closer string) error {
+	s := svc.Session(peer)
+	if s == nil {
+		return fmt.Errorf("no session with %s to close", peer)
+	}
+	switch closer {
+	case "self":
+		s.Close()
+	case "peer":
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := s.Request(rctx, closeName, nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("asking %s to close: %w", peer, err)
+		}
+	default:
+		return fmt.Errorf("-close %q: want self or peer", closer)
+	}
+	select {
+	case <-s.Done():
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("the session with %s is still open 10 s after its close", peer)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// closeName is a request protocol every punchnode answers by closing the session it was
+// asked on, just after the answer (-close peer).
+const closeName = "/punchnode/close"
+
+func closeProtocol() tendril.Protocol {
+	return tendril.Protocol{Name: closeName, Versions: []string{"1"},
+		RequestHandler: tendril.RequestHandlerFunc(func(c *tendril.Context, _ []byte) ([]byte, error) {
+			s := c.Session()
+			time.AfterFunc(50*time.Millisecond, func() { s.Close() })
+			return []byte{}, nil
+		})}
 }
