@@ -145,9 +145,12 @@ type Config struct {
 
 	// ResetOnClose closes TCP connections with a reset (SO_LINGER 0) instead of a FIN, as
 	// go-libp2p does, so that closed connections leave no socket in TIME_WAIT: a node that
-	// churns through many short connections would otherwise hold thousands of them. The
-	// cost: bytes still in the kernel's send buffer when a session closes are dropped, so the
-	// peer may see a reset instead of the last frames of a graceful close. Default false.
+	// churns through many short connections would otherwise hold thousands of them. A
+	// graceful close between tendril nodes leaves none without it (the listener resets the
+	// connection once the dialer's FIN has come: see secio.Conn.Close); this covers the
+	// rest: sessions aborted, peers that never close their side. The cost: bytes still in
+	// the kernel's send buffer when a session closes are dropped, so the peer may see a
+	// reset instead of the last frames of a graceful close. Default false.
 	ResetOnClose bool
 
 	// EventBuffer is the capacity of the Events channel. Default 256. Events that do not
