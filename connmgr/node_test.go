@@ -127,11 +127,13 @@ func (nd *node) start() {
 	if _, err := svc.Listen(context.Background(), tendril.Addr{Transport: nd.listen}); err != nil {
 		t.Fatal(err)
 	}
+	// Set before the Manager starts: its first dials may run a Config.Dial hook that uses it.
+	nd.svc = svc
 	mgr, err = New(svc, nd.book, nd.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nd.svc, nd.mgr = svc, mgr
+	nd.mgr = mgr
 }
 
 // stop closes the Manager and the Service; the book stays, saved and loaded back as a
@@ -140,7 +142,9 @@ func (nd *node) stop() {
 	if nd.svc == nil {
 		return
 	}
-	nd.mgr.Close()
+	if nd.mgr != nil {
+		nd.mgr.Close()
+	}
 	nd.svc.Close()
 	var buf bytes.Buffer
 	if err := nd.book.Save(&buf, time.Now()); err != nil {
