@@ -160,18 +160,14 @@ const maxHeader = 3
 
 // Write sends p in frames of at most maxFrame bytes, each in one write to the stream. A
 // Write that times out part-way through a frame counts the frame as written: the rest of
-// it goes out first at the next Write, since the other end reads it as that frame's. Close
-// does not wait to send it (the other end then reads io.ErrUnexpectedEOF, as for a circuit
-// cut mid-frame).
+// it goes out first at the next Write or CloseWrite, since the other end reads it as that
+// frame's. Close does not wait to send it (the other end then reads io.ErrUnexpectedEOF,
+// as for a circuit cut mid-frame).
 func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if len(c.unsent) > 0 {
-		m, err := c.st.Write(c.unsent)
-		c.unsent = c.unsent[m:]
-		if err != nil {
-			return 0, err
-		}
+	if err := c.flushLocked(); err != nil {
+		return 0, err
 	}
 	written := 0
 	for len(p) > 0 {
@@ -197,8 +193,27 @@ func (c *Conn) Write(p []byte) (int, error) {
 // Close closes the stream to the relay; the relay passes the end on.
 func (c *Conn) Close() error { return c.st.Close() }
 
-// CloseWrite half-closes the circuit: the other end reads io.EOF after the data written.
+// flushLocked writes the rest of a frame that a timed-out Write left part-way, if any.
+// c.wmu is held.
+func (c *Conn) flushLocked() error {
+	if len(c.unsent) == 0 {
+		return nil
+	}
+	m, err := c.st.Write(c.unsent)
+	c.unsent = c.unsent[m:]
+	return err
+}
+
+// CloseWrite half-closes the circuit: the other end reads io.EOF after the data written,
+// a frame a timed-out Write left part-way included (if its rest cannot be sent before the
+// write deadline, CloseWrite returns that timeout and does not half-close). It waits for a
+// Write in progress.
 func (c *Conn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.flushLocked(); err != nil {
+		return err
+	}
 	if cw, ok := c.st.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}

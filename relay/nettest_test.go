@@ -114,3 +114,66 @@ func TestDeadlinePassedBuffered(t *testing.T) {
 		t.Fatalf("Read once the deadline is cleared: %q, %v", buf, err)
 	}
 }
+
+// TestCloseWriteAfterCutFrame: a Write that a deadline cuts part-way through a frame counts
+// the frame as written, so a CloseWrite after it sends the frame's rest before the end: the
+// other end reads every byte the Writes counted, then io.EOF. Before, the end came in the
+// middle of the frame, and the relay reset the circuit: the target read the frames before
+// it, then the reset, never the end.
+func TestCloseWriteAfterCutFrame(t *testing.T) {
+	tr := newTrio(t, RelayConfig{MaxCircuitBytes: 1 << 30}, ClientConfig{})
+	targets := catchCircuits(t, tr.b.svc)
+	d, err := DialConn(ctxT(t, 10*time.Second), tr.c.svc, tr.circuitToB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var target *Conn
+	select {
+	case target = <-targets:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the target did not get the circuit")
+	}
+	defer target.Close()
+	// Nobody reads at the target, so the windows fill and a deadline cuts a Write; until
+	// one cuts a frame rather than falling between two.
+	buf := make([]byte, 64<<10)
+	total := 0
+	for try := 0; len(d.unsent) == 0; try++ {
+		if try == 20 {
+			t.Fatal("no write deadline cut a frame in 20 tries")
+		}
+		d.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		for {
+			n, err := d.Write(buf)
+			total += n
+			if err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("Write: %v, want a timeout", err)
+				}
+				break
+			}
+		}
+	}
+	d.SetWriteDeadline(time.Time{})
+	type result struct {
+		n   int
+		err error
+	}
+	read := make(chan result, 1)
+	go func() {
+		n, err := io.Copy(io.Discard, target)
+		read <- result{int(n), err}
+	}()
+	if err := d.CloseWrite(); err != nil {
+		t.Fatalf("CloseWrite: %v", err)
+	}
+	select {
+	case r := <-read:
+		if r.err != nil || r.n != total {
+			t.Fatalf("the target read %d bytes and %v; want the %d written and io.EOF", r.n, r.err, total)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the target's read did not end")
+	}
+}
